@@ -1,0 +1,83 @@
+# diskprobe_exporter — see README.md. `make run` and `make test` are all a new machine needs.
+
+GO          ?= go
+BINARY      := diskprobe_exporter
+PKG_VERSION := github.com/prometheus/common/version
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//' || echo 0.0.0)
+REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH      ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+BUILD_USER  ?= $(shell id -un)@$(shell hostname)
+BUILD_DATE  ?= $(shell date -u +%Y%m%d-%H:%M:%S)
+LDFLAGS     := -s -w \
+  -X $(PKG_VERSION).Version=$(VERSION) \
+  -X $(PKG_VERSION).Revision=$(REVISION) \
+  -X $(PKG_VERSION).Branch=$(BRANCH) \
+  -X $(PKG_VERSION).BuildUser=$(BUILD_USER) \
+  -X $(PKG_VERSION).BuildDate=$(BUILD_DATE)
+LISTEN      ?= :10052
+TEST_TIMEOUT ?= 60m
+
+.PHONY: all build run test test-deps lint fuzz bench package clean
+
+all: lint build test
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/diskprobe_exporter
+
+# Probes ./data inside the checkout with examples/diskprobe.yml.
+run: build
+	@mkdir -p data
+	@port=$$(echo '$(LISTEN)' | sed 's/.*://'); \
+	  echo "diskprobe_exporter: metrics at http://localhost:$$port/metrics (Ctrl-C to stop)"
+	./$(BINARY) --config.file=examples/diskprobe.yml --web.listen-address=$(LISTEN)
+
+test-deps:
+	@scripts/ensure-deps.sh
+
+# Everything: lint, unit tests, root-only kernel tests (loop devices, fsfreeze, blkio cgroups),
+# rules, dashboards and packaging. Packages run one at a time (-p 1): the kernel tests time real
+# I/O and must not share the disk with each other.
+test: test-deps lint
+	$(GO) mod tidy -diff
+	$(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+FUZZTIME ?= 5m
+fuzz:
+	$(GO) test ./config -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
+
+bench:
+	@echo "make bench: filled in by the benchmark suite"
+
+# .deb and .rpm into $(DIST)/ (packaging/nfpm.yaml). nfpm runs as a pinned module, outside
+# go.mod. The packaged binary reports the package version (packaging/version.sh, evaluated
+# once), so `dpkg -l`, `--version` and diskprobe_exporter_build_info agree.
+DIST            ?= dist
+PACKAGE_VERSION ?= $(eval PACKAGE_VERSION := $$(shell packaging/version.sh))$(PACKAGE_VERSION)
+NFPM            ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0
+PACKAGE_STAGE   := dist/.stage
+
+package:
+	@for f in LICENSE README.md; do \
+	  [ -f "$$f" ] || { echo "make package: $$f is missing" >&2; exit 1; }; done
+	@$(MAKE) --no-print-directory build VERSION='$(PACKAGE_VERSION)'
+	@set -eu; umask 022; \
+	  rm -rf $(PACKAGE_STAGE); \
+	  mkdir -p $(PACKAGE_STAGE)/share/dashboards $(PACKAGE_STAGE)/share/alerts $(DIST); \
+	  ./$(BINARY) --help-man | gzip -9n > $(PACKAGE_STAGE)/$(BINARY).1.gz; \
+	  for f in dashboards/*.json; do \
+	    if [ -f "$$f" ]; then install -m 0644 "$$f" $(PACKAGE_STAGE)/share/dashboards/; fi; done; \
+	  for f in alerts/*.yml; do \
+	    case "$$f" in *test*) continue ;; esac; \
+	    if [ -f "$$f" ]; then install -m 0644 "$$f" $(PACKAGE_STAGE)/share/alerts/; fi; done; \
+	  for p in deb rpm; do \
+	    GOARCH=$$($(GO) env GOARCH) PACKAGE_VERSION='$(PACKAGE_VERSION)' \
+	      $(NFPM) package --config packaging/nfpm.yaml --packager $$p --target $(DIST)/; \
+	  done
+
+clean:
+	rm -rf $(BINARY) dist

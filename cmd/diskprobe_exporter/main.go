@@ -1,0 +1,204 @@
+// Command diskprobe_exporter runs small, rate-limited disk probes on configured
+// directories and block devices and exposes their latencies as Prometheus histograms.
+// This file is wiring only: flags, logger, registry, HTTP, signals.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/promslog"
+	promslogflag "github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	webflag "github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/diskprobe/diskprobe_exporter/collector"
+	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/device"
+)
+
+const (
+	defaultListen = ":10052"
+	// shutdownGrace bounds how long SIGTERM waits for outstanding I/O; an operation stuck
+	// in the kernel is abandoned so the process exits within 5 s.
+	shutdownGrace = 4 * time.Second
+)
+
+func main() {
+	app := kingpin.New("diskprobe_exporter", "Runs small, rate-limited disk probes (etcd-WAL-like write+fdatasync, 4 KiB O_DIRECT random reads, sequential throughput) on directories and block devices, and exposes them as Prometheus metrics.")
+	app.HelpFlag.Short('h')
+	app.Version(version.Print("diskprobe_exporter"))
+	configFile := app.Flag("config.file", "Configuration file.").Default("/etc/diskprobe_exporter/diskprobe.yml").String()
+	paths := device.Paths{}
+	app.Flag("path.procfs", "procfs mountpoint.").Default("/proc").StringVar(&paths.ProcFS)
+	app.Flag("path.sysfs", "sysfs mountpoint.").Default("/sys").StringVar(&paths.SysFS)
+	logConfig := &promslog.Config{}
+	promslogflag.AddFlags(app, logConfig)
+
+	serve := app.Command("serve", "Run the exporter (the default command).").Default()
+	configCheck := serve.Flag("config.check", "Validate the configuration file, print a summary, and exit.").Bool()
+	metricsPath := serve.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+	toolkitFlags := webflag.AddFlags(serve, defaultListen)
+
+	check := addCheckCommand(app)
+
+	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
+	logger := promslog.New(logConfig)
+
+	switch cmd {
+	case check.name:
+		os.Exit(check.run(paths))
+	case serve.FullCommand():
+	}
+
+	cfg, err := loadConfig(*configFile, paths)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if *configCheck {
+		fmt.Println(cfg.Summary())
+		return
+	}
+	os.Exit(run(cfg, *configFile, paths, *metricsPath, toolkitFlags, logger))
+}
+
+// loadConfig parses and resolves a configuration file and checks it against the disks.
+func loadConfig(file string, paths device.Paths) (*config.Config, error) {
+	cfg, err := config.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := collector.Check(cfg, paths); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath string, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
+	logger.Info("starting diskprobe_exporter", "version", version.Info(), "config", configFile)
+	logger.Info("build context", "build_context", version.BuildContext())
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := collector.NewMetrics(reg)
+	scheduler := collector.NewScheduler(metrics, paths, collector.RealClock{}, logger)
+	scheduler.Apply(cfg)
+	metrics.SetReload(true, time.Now())
+	var ready atomic.Bool
+	ready.Store(true)
+
+	// Reloads from SIGHUP and POST /-/reload go through one goroutine, so two never race.
+	reloads := make(chan chan error)
+	go func() {
+		for done := range reloads {
+			newCfg, err := loadConfig(configFile, paths)
+			if err != nil {
+				logger.Error("reload failed; keeping the running configuration", "err", err)
+				metrics.SetReload(false, time.Now())
+			} else {
+				scheduler.Apply(newCfg)
+				metrics.SetReload(true, time.Now())
+				logger.Info("configuration reloaded", "summary", newCfg.Summary())
+			}
+			done <- err
+		}
+	}()
+	reload := func() error {
+		done := make(chan error)
+		reloads <- done
+		return <-done
+	}
+
+	handler := newHandler(reg, metricsPath, &ready, reload, logger)
+	server := &http.Server{
+		Handler: handler,
+		// A slow or oversized client must not tie up the server.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- web.ListenAndServe(server, toolkitFlags, logger) }()
+
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	for {
+		select {
+		case err := <-serveErr:
+			logger.Error("HTTP server failed", "err", err)
+			scheduler.Stop(shutdownGrace)
+			return 1
+		case sig := <-signals:
+			if sig == syscall.SIGHUP {
+				reload() // logged by the reload goroutine
+				continue
+			}
+			logger.Info("shutting down", "signal", sig.String())
+			if !scheduler.Stop(shutdownGrace) {
+				logger.Warn("exiting with I/O still stuck in the kernel; the process may linger as a zombie until it returns")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			server.Shutdown(ctx)
+			cancel()
+			return 0
+		}
+	}
+}
+
+func newHandler(reg *prometheus.Registry, metricsPath string, ready *atomic.Bool, reload func() error, logger *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		EnableOpenMetrics:   true,
+		MaxRequestsInFlight: 10,
+		Timeout:             30 * time.Second,
+	}))
+	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "Not ready: configuration not loaded", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "Ready")
+	})
+	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
+		if err := reload(); err != nil {
+			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "Reloaded")
+	})
+	landing, err := web.NewLandingPage(web.LandingConfig{
+		Name:        "diskprobe_exporter",
+		Description: "Disk latency prober: etcd-WAL-like fdatasync, O_DIRECT random reads, sequential throughput",
+		Version:     version.Info(),
+		Links: []web.LandingLinks{
+			{Address: metricsPath, Text: "Metrics"},
+			{Address: "/-/healthy", Text: "Health"},
+			{Address: "/-/ready", Text: "Readiness"},
+		},
+	})
+	if err != nil {
+		logger.Error("landing page", "err", err)
+		os.Exit(1)
+	}
+	mux.Handle("GET /{$}", landing)
+	return mux
+}

@@ -1,0 +1,40 @@
+package collector
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// inflightCollector reports, at scrape time, the age of each target's outstanding
+// operation. It reads atomics only, so a scrape never waits on a target's disk.
+type inflightCollector struct {
+	desc      *prometheus.Desc
+	scheduler *Scheduler
+}
+
+func newInflightCollector() *inflightCollector {
+	return &inflightCollector{desc: prometheus.NewDesc(namespace+"_probe_inflight_seconds",
+		"Age of the probe's outstanding I/O operation, 0 when idle. It keeps growing while an operation is stuck in the kernel.",
+		[]string{"target", "probe"}, nil)}
+}
+
+func (c *inflightCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *inflightCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.scheduler == nil {
+		return
+	}
+	now := time.Now()
+	for _, r := range c.scheduler.running() {
+		cur := r.current.Load()
+		age := r.inflight.Age(now)
+		for _, pr := range r.probes {
+			v := 0.0
+			if pr.index == cur {
+				v = age.Seconds()
+			}
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, r.target.Name, pr.name)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package collector
+
+import (
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+)
+
+const namespace = "diskprobe"
+
+// LatencyBuckets are the classic bucket edges of every latency histogram. They have edges
+// at etcd's 10 ms (wal_fsync p99) and 25 ms (backend_commit p99) targets and at the
+// etcd-mixin's 0.5 s and 1 s alerts, so the share of operations over a target is exact;
+// etcd's own buckets start at 1 ms and cannot see an SSD.
+var LatencyBuckets = []float64{
+	25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+	1, 2.5, 5, 10,
+}
+
+// NativeBucketFactor is the growth factor of the native histogram buckets.
+const NativeBucketFactor = 1.1
+
+// Metrics holds every metric the exporter exposes. They live for the life of the process:
+// a reload deletes the series of targets that went away, so counters of targets that
+// stay are never reset.
+type Metrics struct {
+	fdatasync, write, read *prometheus.HistogramVec
+
+	seqBytes, seqDuration *prometheus.CounterVec
+	seqThroughput         *prometheus.GaugeVec
+
+	runs, errors *prometheus.CounterVec
+	skipped      *prometheus.CounterVec
+	lastSuccess  *prometheus.GaugeVec
+	ioOps        *prometheus.CounterVec
+	ioBytes      *prometheus.CounterVec
+
+	busy, otherIOPS *prometheus.GaugeVec
+	targetInfo      *prometheus.GaugeVec
+
+	reloadTimestamp prometheus.Gauge
+	reloadOK        prometheus.Gauge
+
+	inflight *inflightCollector
+
+	all []prometheus.Collector // everything above, plus the build info
+}
+
+// Skip reasons of diskprobe_probe_skipped_total.
+const (
+	SkipInflight     = "inflight"       // the previous round of the probe had not finished
+	SkipPreparing    = "preparing"      // the read probe file is still being written
+	SkipLowFreeSpace = "low_free_space" // free space under limits.min_free
+)
+
+func latencyHistogram(name, help string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace:                       namespace,
+		Name:                            name,
+		Help:                            help,
+		Buckets:                         LatencyBuckets,
+		NativeHistogramBucketFactor:     NativeBucketFactor,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, []string{"target"})
+}
+
+// NewMetrics creates the metrics and registers them, with the build info, on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	tp := []string{"target", "probe"}
+	m := &Metrics{
+		fdatasync: latencyHistogram("fdatasync_duration_seconds", "Time of each fdatasync(2) of the fsync probe, the call etcd's wal_fsync and fio's sync percentiles time."),
+		write:     latencyHistogram("write_duration_seconds", "Time of each write(2) of the fsync probe, before its fdatasync."),
+		read:      latencyHistogram("read_duration_seconds", "Time of each O_DIRECT pread(2) of the randread probe, queue depth 1 (fio psync clat)."),
+		seqBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sequential_bytes_total",
+			Help: "Bytes moved by the sequential probes."}, []string{"target", "direction"}),
+		seqDuration: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sequential_duration_seconds_total",
+			Help: "Time spent inside the sequential probes' reads and writes (and seqwrite's final fdatasync); rate limit waits excluded."}, []string{"target", "direction"}),
+		seqThroughput: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "sequential_throughput_bytes_per_second",
+			Help: "Throughput of the last sequential round: its bytes over its time inside the I/O calls."}, []string{"target", "direction"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_runs_total",
+			Help: "Probe rounds run, failed or not."}, tp),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_errors_total",
+			Help: "Probe rounds that failed, and operations found stuck in the kernel past limits.timeout."}, tp),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_skipped_total",
+			Help: "Probe rounds not run, by reason: inflight (previous round still running, e.g. I/O stuck in the kernel), preparing (read probe file still being written), low_free_space (under limits.min_free)."}, []string{"target", "probe", "reason"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_last_success_timestamp_seconds",
+			Help: "Unix time the probe last completed a round without error."}, tp),
+		ioOps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_io_operations_total",
+			Help: "I/O operations the prober itself issued (a write with its fdatasync counts once), including probe file preparation."}, tp),
+		ioBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_io_bytes_total",
+			Help: "Bytes the prober itself read or wrote, including probe file preparation."}, tp),
+		busy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "device_busy_ratio",
+			Help: "Share of time the target's device had I/O in flight (/proc/diskstats io_ticks), measured between the target's last two rounds so that the prober's own I/O is left out."}, []string{"target"}),
+		otherIOPS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "device_other_iops",
+			Help: "I/O operations per second completed on the target's device by others, measured between the target's last two rounds."}, []string{"target"}),
+		targetInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_info",
+			Help: "Always 1: what each target is and which device holds it."}, []string{"target", "path", "kind", "device", "model", "serial", "rotational"}),
+		reloadTimestamp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "config_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful configuration load."}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "config_last_reload_successful",
+			Help: "1 if the last configuration load succeeded, 0 if it failed and the previous configuration is still running."}),
+		inflight: newInflightCollector(),
+	}
+	m.all = []prometheus.Collector{
+		m.fdatasync, m.write, m.read,
+		m.seqBytes, m.seqDuration, m.seqThroughput,
+		m.runs, m.errors, m.skipped, m.lastSuccess, m.ioOps, m.ioBytes,
+		m.busy, m.otherIOPS, m.targetInfo,
+		m.reloadTimestamp, m.reloadOK,
+		m.inflight,
+		versioncollector.NewCollector("diskprobe_exporter"),
+	}
+	reg.MustRegister(m.all...)
+	return m
+}
+
+// SetReload records the outcome of a configuration load.
+func (m *Metrics) SetReload(ok bool, now time.Time) {
+	if ok {
+		m.reloadOK.Set(1)
+		m.reloadTimestamp.Set(float64(now.Unix()))
+	} else {
+		m.reloadOK.Set(0)
+	}
+}
+
+// forget deletes every series of a target that is no longer configured.
+func (m *Metrics) forget(target string) {
+	l := prometheus.Labels{"target": target}
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.fdatasync, m.write, m.read, m.seqBytes, m.seqDuration, m.seqThroughput,
+		m.runs, m.errors, m.skipped, m.lastSuccess, m.ioOps, m.ioBytes, m.busy, m.otherIOPS, m.targetInfo} {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// MetricNames lists every metric family the exporter registers, read from the
+// descriptors of the real collectors, so that rules and dashboards can be checked
+// against what is really exposed.
+func MetricNames() []string {
+	m := NewMetrics(prometheus.NewRegistry())
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, c := range m.all {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var names []string
+	for d := range ch {
+		// Desc has no name accessor; its String() is `Desc{fqName: "name", ...}`.
+		s := d.String()
+		if i := strings.Index(s, `fqName: "`); i >= 0 {
+			s = s[i+len(`fqName: "`):]
+			names = append(names, s[:strings.IndexByte(s, '"')])
+		}
+	}
+	return names
+}

@@ -1,0 +1,395 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/probe"
+)
+
+// runner probes one target. It has two goroutines whatever the disk does: the schedule
+// loop, which only ever waits on timers, and the I/O worker, the single goroutine that
+// touches the target's disk. An operation stuck in the kernel blocks the worker alone;
+// the schedule loop goes on counting skipped rounds, and /metrics reads the age of the
+// stuck operation from an atomic.
+type runner struct {
+	target  config.Target
+	dev     device.Info
+	devOK   bool
+	paths   device.Paths
+	lock    chan struct{} // shared by the targets on the same disk
+	clock   Clock
+	logger  *slog.Logger
+	metrics *Metrics
+	budget  *Budget
+
+	probes   []*probeRun
+	work     chan *probeRun
+	inflight probe.Inflight
+	current  atomic.Int32 // index into probes of the running round, -1 when idle
+
+	// Worker-only state.
+	source    *probe.ReadSource // the read probes' file or device
+	sourceErr error             // why the source could not be opened or prepared
+	prepLog   float64           // preparation progress last logged
+	lastStats device.Stats
+	lastEnd   time.Time
+
+	cancel       context.CancelFunc
+	scheduleDone chan struct{}
+	workerDone   chan struct{}
+}
+
+// probeRun is one probe kind on one target, with its metric children resolved once.
+type probeRun struct {
+	name     string
+	index    int32
+	interval time.Duration
+	next     time.Time
+	pending  atomic.Bool // a round is queued or running
+	stuck    bool        // the running operation was reported past the timeout (schedule loop only)
+
+	build   func(r *runner) (probe.Prober, error)
+	prober  probe.Prober
+	env     probe.Env
+	lastErr string
+
+	direction string // "read" or "write" for the sequential probes
+
+	runs, errs, ioOps, ioBytes        prometheus.Counter
+	skipInflight, skipPrep, skipSpace prometheus.Counter
+	lastSuccess, throughput           prometheus.Gauge
+	seqBytes, seqDuration             prometheus.Counter
+}
+
+func newRunner(t config.Target, dev device.Info, devOK bool, paths device.Paths, lock chan struct{}, m *Metrics, clock Clock, logger *slog.Logger) *runner {
+	r := &runner{
+		target: t, dev: dev, devOK: devOK, paths: paths, lock: lock, clock: clock, metrics: m,
+		logger: logger.With("target", t.Name),
+		budget: NewBudget(t.Limits, largestBlock(&t)),
+	}
+	r.current.Store(-1)
+	for _, name := range t.Probes() {
+		pr := &probeRun{name: name, index: int32(len(r.probes)), interval: t.Interval(name), build: builders[name]}
+		pr.runs = m.runs.WithLabelValues(t.Name, name)
+		pr.errs = m.errors.WithLabelValues(t.Name, name)
+		pr.ioOps = m.ioOps.WithLabelValues(t.Name, name)
+		pr.ioBytes = m.ioBytes.WithLabelValues(t.Name, name)
+		pr.skipInflight = m.skipped.WithLabelValues(t.Name, name, SkipInflight)
+		pr.skipPrep = m.skipped.WithLabelValues(t.Name, name, SkipPreparing)
+		pr.skipSpace = m.skipped.WithLabelValues(t.Name, name, SkipLowFreeSpace)
+		pr.lastSuccess = m.lastSuccess.WithLabelValues(t.Name, name)
+		pr.env = probe.Env{Budget: r.budget, Inflight: &r.inflight}
+		switch name {
+		case config.ProbeFsync:
+			write, sync := m.write.WithLabelValues(t.Name), m.fdatasync.WithLabelValues(t.Name)
+			pr.env.Observe = func(s probe.Sample) {
+				if s.Phase == probe.PhaseWrite {
+					write.Observe(s.Duration.Seconds())
+				} else {
+					sync.Observe(s.Duration.Seconds())
+				}
+			}
+		case config.ProbeRandread:
+			read := m.read.WithLabelValues(t.Name)
+			pr.env.Observe = func(s probe.Sample) { read.Observe(s.Duration.Seconds()) }
+		case config.ProbeSeqread, config.ProbeSeqwrite:
+			pr.direction = "read"
+			if name == config.ProbeSeqwrite {
+				pr.direction = "write"
+			}
+			pr.seqBytes = m.seqBytes.WithLabelValues(t.Name, pr.direction)
+			pr.seqDuration = m.seqDuration.WithLabelValues(t.Name, pr.direction)
+			pr.throughput = m.seqThroughput.WithLabelValues(t.Name, pr.direction)
+		}
+		r.probes = append(r.probes, pr)
+	}
+	r.work = make(chan *probeRun, len(r.probes))
+	return r
+}
+
+func (r *runner) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.scheduleDone = make(chan struct{})
+	r.workerDone = make(chan struct{})
+	now := r.clock.Now()
+	for _, pr := range r.probes {
+		// Start soon, staggered, so a new target shows samples within seconds.
+		pr.next = now.Add(time.Duration(rand.Int64N(int64(min(pr.interval, 2*time.Second)))))
+	}
+	go r.schedule(ctx)
+	go r.worker(ctx)
+}
+
+// stop ends both goroutines; it waits for the worker until deadline, and no longer: a
+// worker stuck in the kernel exits by itself when its I/O returns.
+func (r *runner) stop(deadline <-chan time.Time) bool {
+	r.cancel()
+	<-r.scheduleDone
+	select {
+	case <-r.workerDone:
+		return true
+	case <-deadline:
+		r.logger.Warn("abandoning an I/O operation stuck in the kernel", "age", r.inflight.Age(time.Now()).Round(time.Millisecond))
+		return false
+	}
+}
+
+// jittered spreads rounds by ±10 % so that targets and hosts do not fall into step.
+func jittered(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.9 + 0.2*rand.Float64()))
+}
+
+func (r *runner) schedule(ctx context.Context) {
+	defer close(r.scheduleDone)
+	for {
+		next := r.probes[0].next
+		for _, pr := range r.probes[1:] {
+			if pr.next.Before(next) {
+				next = pr.next
+			}
+		}
+		timer := r.clock.NewTimer(next.Sub(r.clock.Now()))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C():
+		}
+		now := r.clock.Now()
+		for _, pr := range r.probes {
+			if now.Before(pr.next) {
+				continue
+			}
+			pr.next = pr.next.Add(jittered(pr.interval))
+			if pr.next.Before(now) { // fell far behind (suspended machine): do not catch up in a burst
+				pr.next = now.Add(jittered(pr.interval))
+			}
+			r.due(pr, now)
+		}
+	}
+}
+
+// due hands a round to the worker, or skips it while the previous one is still queued or
+// running (at most one operation is ever outstanding per target).
+func (r *runner) due(pr *probeRun, now time.Time) {
+	if pr.pending.Load() {
+		pr.skipInflight.Inc()
+		r.checkStuck(now)
+		return
+	}
+	pr.pending.Store(true)
+	r.work <- pr // never blocks: one slot per probe, and a probe holds at most one
+}
+
+// checkStuck counts and logs, once per operation, an operation past limits.timeout.
+func (r *runner) checkStuck(now time.Time) {
+	i := r.current.Load()
+	if i < 0 {
+		return
+	}
+	pr := r.probes[i]
+	age := r.inflight.Age(now)
+	switch {
+	case age > r.target.Limits.Timeout && !pr.stuck:
+		pr.stuck = true
+		pr.errs.Inc()
+		r.logger.Error("I/O operation stuck in the kernel; skipping rounds until it returns", "probe", pr.name, "age", age.Round(time.Second), "timeout", r.target.Limits.Timeout)
+	case age == 0 && pr.stuck:
+		pr.stuck = false
+	}
+}
+
+func (r *runner) worker(ctx context.Context) {
+	defer close(r.workerDone)
+	defer r.closeProbes()
+	for {
+		if r.needsPreparation() {
+			select {
+			case pr := <-r.work:
+				r.run(ctx, pr)
+			case <-ctx.Done():
+				return
+			default:
+				r.prepare(ctx)
+			}
+			continue
+		}
+		select {
+		case pr := <-r.work:
+			r.run(ctx, pr)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (r *runner) closeProbes() {
+	for _, pr := range r.probes {
+		if pr.prober != nil {
+			pr.prober.Close()
+		}
+	}
+	if r.source != nil {
+		r.source.Close()
+	}
+}
+
+// withDevice holds the disk's lock around one unit of I/O and samples the device's
+// counters before and after, so that device context covers the gaps between our I/O.
+func (r *runner) withDevice(ctx context.Context, index int32, fn func()) bool {
+	select {
+	case r.lock <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-r.lock }()
+	r.sampleDevice(true)
+	r.current.Store(index)
+	fn()
+	r.current.Store(-1)
+	r.sampleDevice(false)
+	return true
+}
+
+func (r *runner) sampleDevice(before bool) {
+	if !r.devOK {
+		return
+	}
+	s, err := r.paths.ReadStats(r.dev.Name)
+	now := r.clock.Now()
+	if err != nil {
+		return
+	}
+	if before && !r.lastEnd.IsZero() {
+		if wall := now.Sub(r.lastEnd); wall > 0 {
+			busy := float64(s.IOTicks-r.lastStats.IOTicks) / float64(wall)
+			ios := (s.ReadIOs + s.WriteIOs + s.DiscardIOs + s.FlushIOs) -
+				(r.lastStats.ReadIOs + r.lastStats.WriteIOs + r.lastStats.DiscardIOs + r.lastStats.FlushIOs)
+			r.metrics.busy.WithLabelValues(r.target.Name).Set(min(max(busy, 0), 1))
+			r.metrics.otherIOPS.WithLabelValues(r.target.Name).Set(float64(ios) / wall.Seconds())
+		}
+	}
+	if !before {
+		r.lastStats, r.lastEnd = s, now
+	}
+}
+
+// run does one round of a probe.
+func (r *runner) run(ctx context.Context, pr *probeRun) {
+	defer pr.pending.Store(false)
+	if pr.prober == nil {
+		p, err := pr.build(r)
+		if err != nil {
+			pr.runs.Inc()
+			r.fail(pr, err)
+			return
+		}
+		pr.prober = p
+	}
+	var (
+		res probe.Result
+		err error
+	)
+	if !r.withDevice(ctx, pr.index, func() { res, err = pr.prober.Round(ctx, &pr.env) }) || ctx.Err() != nil {
+		return // shutting down
+	}
+	r.account(pr, res)
+	switch {
+	case errors.Is(err, probe.ErrNotPrepared) && r.sourceErr != nil:
+		pr.runs.Inc()
+		r.fail(pr, r.sourceErr)
+		r.sourceErr = nil // retry the preparation once per round of a read probe
+	case errors.Is(err, probe.ErrNotPrepared):
+		pr.skipPrep.Inc()
+	case errors.Is(err, probe.ErrLowFreeSpace):
+		pr.skipSpace.Inc()
+		r.noteError(pr, err, slog.LevelWarn)
+	case err != nil:
+		pr.runs.Inc()
+		r.fail(pr, err)
+	default:
+		pr.runs.Inc()
+		pr.lastSuccess.Set(float64(r.clock.Now().UnixNano()) / 1e9)
+		if pr.direction != "" && res.IO > 0 {
+			pr.seqBytes.Add(float64(res.Bytes))
+			pr.seqDuration.Add(res.IO.Seconds())
+			pr.throughput.Set(float64(res.Bytes) / res.IO.Seconds())
+		}
+		if pr.lastErr != "" {
+			r.logger.Info("probe recovered", "probe", pr.name)
+			pr.lastErr = ""
+		}
+	}
+}
+
+func (r *runner) account(pr *probeRun, res probe.Result) {
+	if res.Ops > 0 {
+		pr.ioOps.Add(float64(res.Ops))
+		pr.ioBytes.Add(float64(res.Bytes))
+	}
+}
+
+func (r *runner) fail(pr *probeRun, err error) {
+	pr.errs.Inc()
+	r.noteError(pr, err, slog.LevelError)
+}
+
+// noteError logs an error when it differs from the probe's last one, so a failing disk
+// gives one line per change of state, not one per round.
+func (r *runner) noteError(pr *probeRun, err error, level slog.Level) {
+	if msg := err.Error(); msg != pr.lastErr {
+		pr.lastErr = msg
+		r.logger.Log(context.Background(), level, "probe failed", "probe", pr.name, "err", err)
+	}
+}
+
+func (r *runner) needsPreparation() bool {
+	return r.source != nil && !r.source.Ready() && r.sourceErr == nil
+}
+
+// prepare writes one bounded step of the read probe file, accounted to the first read probe.
+func (r *runner) prepare(ctx context.Context) {
+	pr := r.readProbe()
+	var (
+		res  probe.Result
+		done bool
+		err  error
+	)
+	if !r.withDevice(ctx, pr.index, func() { res, done, err = r.source.PrepareStep(ctx, &pr.env) }) || ctx.Err() != nil {
+		return
+	}
+	r.account(pr, res)
+	switch {
+	case err != nil:
+		r.sourceErr = err
+		r.logger.Error("preparing the read probe file failed; retrying at the next read round", "path", r.source.Path(), "err", err)
+	case done && r.source.Reused():
+		r.logger.Info("reusing the prepared read probe file", "path", r.source.Path())
+	case done:
+		r.logger.Info("read probe file prepared", "path", r.source.Path())
+	default:
+		if p := r.source.Progress(); p-r.prepLog >= 0.25 || r.prepLog == 0 {
+			r.prepLog = p
+			r.logger.Info("preparing the read probe file", "path", r.source.Path(), "progress", int(p*100))
+		}
+	}
+}
+
+func (r *runner) readProbe() *probeRun {
+	for _, pr := range r.probes {
+		if pr.name == config.ProbeRandread || pr.name == config.ProbeSeqread {
+			return pr
+		}
+	}
+	return r.probes[0]
+}

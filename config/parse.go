@@ -1,0 +1,453 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+)
+
+// Error is one problem in a configuration file, located by line and field.
+type Error struct {
+	File  string
+	Line  int
+	Field string // e.g. targets[0].fsync.interval
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	loc := filepath.Base(e.File)
+	if e.Line > 0 {
+		loc += ":" + strconv.Itoa(e.Line)
+	}
+	if e.Field == "" {
+		return loc + ": " + e.Msg
+	}
+	return loc + ": " + e.Field + ": " + e.Msg
+}
+
+// Load reads, parses and resolves a configuration file.
+func Load(file string) (*Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, err := Parse(data, file)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Resolve(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// parser collects every error of a file, so a user fixes them in one go.
+type parser struct {
+	file string
+	errs []error
+}
+
+func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Parse checks the schema and the values of a file's contents without looking at the disk.
+// Relative target paths are taken relative to the file's directory.
+func Parse(data []byte, file string) (*Config, error) {
+	p := &parser{file: file}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &Error{File: file, Line: yamlErrorLine(err), Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	cfg := &Config{File: file}
+	baseDir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return nil, &Error{File: file, Msg: err.Error()}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, &Error{File: file, Msg: "empty file: expected a `targets:` list"}
+	}
+	root := doc.Content[0]
+	p.mapping(root, "", func(key string, k, v *yaml.Node) bool {
+		if key != "targets" {
+			return false
+		}
+		if v.Kind != yaml.SequenceNode {
+			p.errorf(v, "targets", "must be a list of targets")
+			return true
+		}
+		for i, tn := range v.Content {
+			if t, ok := p.target(tn, fmt.Sprintf("targets[%d]", i), baseDir); ok {
+				cfg.Targets = append(cfg.Targets, t)
+			}
+		}
+		return true
+	})
+	if len(p.errs) == 0 && len(cfg.Targets) == 0 {
+		p.errorf(root, "targets", "no targets configured")
+	}
+	if len(p.errs) == 0 {
+		p.checkUnique(cfg)
+	}
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	return cfg, nil
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+func yamlErrorLine(err error) int {
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}
+
+// mapping walks a YAML mapping, calling fn for each key; keys fn does not know are errors,
+// as are duplicate keys and non-mapping nodes.
+func (p *parser) mapping(n *yaml.Node, field string, fn func(key string, k, v *yaml.Node) bool) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, field, "expected a mapping, got %s", nodeKind(n))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		key := k.Value
+		if line, dup := seen[key]; dup {
+			p.errorf(k, field, "field %q given twice (first on line %d)", key, line)
+			continue
+		}
+		seen[key] = k.Line
+		if !fn(key, k, val) {
+			p.errorf(k, field, "unknown field %q", key)
+		}
+	}
+}
+
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "nothing"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	case yaml.MappingNode:
+		return "a mapping"
+	}
+	return "something else"
+}
+
+func join(field, key string) string {
+	if field == "" {
+		return key
+	}
+	return field + "." + key
+}
+
+var targetNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
+
+func (p *parser) target(n *yaml.Node, field, baseDir string) (Target, bool) {
+	t := Target{Line: n.Line, Limits: DefaultLimits}
+	before := len(p.errs)
+	var nameNode, pathNode *yaml.Node
+	p.mapping(n, field, func(key string, k, val *yaml.Node) bool {
+		f := join(field, key)
+		switch key {
+		case "name":
+			nameNode = val
+			t.Name = p.str(val, f)
+		case "path":
+			pathNode = val
+			t.Path = p.str(val, f)
+		case ProbeFsync:
+			c := DefaultFsync
+			p.probeFields(val, f, &c.Interval, &c.Ops, nil, &c.BlockSize, &c.FileSize)
+			t.Fsync = &c
+		case ProbeRandread:
+			c := DefaultRandread
+			p.probeFields(val, f, &c.Interval, &c.Ops, nil, &c.BlockSize, &c.FileSize)
+			t.Randread = &c
+		case ProbeSeqread:
+			c := DefaultSeqread
+			p.probeFields(val, f, &c.Interval, nil, &c.Bytes, &c.BlockSize, nil)
+			t.Seqread = &c
+		case ProbeSeqwrite:
+			c := DefaultSeqwrite
+			p.probeFields(val, f, &c.Interval, nil, &c.Bytes, &c.BlockSize, nil)
+			t.Seqwrite = &c
+		case "limits":
+			p.limits(val, f, &t.Limits)
+		default:
+			return false
+		}
+		return true
+	})
+	if n.Kind != yaml.MappingNode {
+		return t, false
+	}
+	switch {
+	case nameNode == nil:
+		p.errorf(n, field, "missing field \"name\"")
+	case !targetNameRE.MatchString(t.Name):
+		p.errorf(nameNode, join(field, "name"), "%q is not a valid target name: use 1-64 letters, digits, '_', '.', ':' or '-', starting with a letter or digit", t.Name)
+	}
+	switch {
+	case pathNode == nil:
+		p.errorf(n, field, "missing field \"path\"")
+	case t.Path == "":
+		p.errorf(pathNode, join(field, "path"), "must not be empty")
+	default:
+		if !filepath.IsAbs(t.Path) {
+			t.Path = filepath.Join(baseDir, t.Path)
+		}
+		t.Path = filepath.Clean(t.Path)
+	}
+	p.checkProbes(&t, n, field)
+	return t, len(p.errs) == before
+}
+
+func (p *parser) str(n *yaml.Node, field string) string {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errorf(n, field, "expected a string, got %s", nodeKind(n))
+		return ""
+	}
+	return n.Value
+}
+
+// probeFields reads the keys a probe may have; nil pointers are keys that probe does not take.
+func (p *parser) probeFields(n *yaml.Node, field string, interval *time.Duration, ops *int, bytes, blockSize, fileSize *int64) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // `fsync:` with nothing after it: on, with defaults
+	}
+	p.mapping(n, field, func(key string, k, val *yaml.Node) bool {
+		f := join(field, key)
+		switch {
+		case key == "interval" && interval != nil:
+			if d, ok := p.duration(val, f); ok {
+				if d < time.Second {
+					p.errorf(val, f, "must be at least 1s, got %s", val.Value)
+				}
+				*interval = d
+			}
+		case key == "ops" && ops != nil:
+			if i, ok := p.count(val, f); ok {
+				*ops = i
+			}
+		case key == "bytes" && bytes != nil:
+			if s, ok := p.size(val, f); ok {
+				*bytes = s
+			}
+		case key == "block_size" && blockSize != nil:
+			if s, ok := p.size(val, f); ok {
+				if s > MaxBlockSize {
+					p.errorf(val, f, "must be at most 64MiB, got %s", val.Value)
+				}
+				*blockSize = s
+			}
+		case key == "file_size" && fileSize != nil:
+			if s, ok := p.size(val, f); ok {
+				*fileSize = s
+			}
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+func (p *parser) limits(n *yaml.Node, field string, l *Limits) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return
+	}
+	p.mapping(n, field, func(key string, k, val *yaml.Node) bool {
+		f := join(field, key)
+		switch key {
+		case "iops":
+			x, err := strconv.ParseFloat(val.Value, 64)
+			if val.Kind != yaml.ScalarNode || err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+				p.errorf(val, f, "expected a number of operations per second, got %s", nodeKind(val))
+			} else if x <= 0 {
+				p.errorf(val, f, "must be greater than 0, got %s", val.Value)
+			} else {
+				l.IOPS = x
+			}
+		case "bandwidth":
+			if s, ok := p.size(val, f); ok {
+				l.Bandwidth = s
+			}
+		case "timeout":
+			if d, ok := p.duration(val, f); ok {
+				if d < time.Second {
+					p.errorf(val, f, "must be at least 1s, got %s", val.Value)
+				}
+				l.Timeout = d
+			}
+		case "min_free":
+			if s, ok := p.sizeOrZero(val, f); ok {
+				l.MinFree = s
+			}
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+func (p *parser) duration(n *yaml.Node, field string) (time.Duration, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errorf(n, field, "expected a duration such as 15s or 10m, got %s", nodeKind(n))
+		return 0, false
+	}
+	d, err := model.ParseDuration(n.Value)
+	if err != nil {
+		p.errorf(n, field, "expected a duration such as 15s or 10m, got %q", n.Value)
+		return 0, false
+	}
+	return time.Duration(d), true
+}
+
+func (p *parser) count(n *yaml.Node, field string) (int, bool) {
+	i, err := strconv.Atoi(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		p.errorf(n, field, "expected a whole number, got %s", nodeKind(n))
+		return 0, false
+	}
+	if i <= 0 || i > 1_000_000 {
+		p.errorf(n, field, "must be between 1 and 1000000, got %d", i)
+		return 0, false
+	}
+	return i, true
+}
+
+func (p *parser) size(n *yaml.Node, field string) (int64, bool) {
+	s, ok := p.sizeOrZero(n, field)
+	if ok && s == 0 {
+		p.errorf(n, field, "must be greater than 0")
+		return 0, false
+	}
+	return s, ok
+}
+
+func (p *parser) sizeOrZero(n *yaml.Node, field string) (int64, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errorf(n, field, "expected a size such as 4096, 4KiB, 64MiB or 1GiB, got %s", nodeKind(n))
+		return 0, false
+	}
+	s, err := ParseSize(n.Value)
+	if err != nil {
+		p.errorf(n, field, "%v", err)
+		return 0, false
+	}
+	return s, true
+}
+
+// ParseSize reads a byte count: a plain number of bytes, or a number with a KiB, MiB, GiB
+// or TiB suffix. Decimal units (KB, MB) are refused rather than guessed at.
+func ParseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", GiB}, {"MiB", MiB}, {"KiB", KiB}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("expected a size such as 4096, 4KiB, 64MiB or 1GiB, got %q", s)
+	}
+	if n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
+	return n * mult, nil
+}
+
+// FormatSize writes a byte count the way the config takes it.
+func FormatSize(n int64) string {
+	switch {
+	case n >= GiB && n%GiB == 0:
+		return strconv.FormatInt(n/GiB, 10) + "GiB"
+	case n >= MiB && n%MiB == 0:
+		return strconv.FormatInt(n/MiB, 10) + "MiB"
+	case n >= KiB && n%KiB == 0:
+		return strconv.FormatInt(n/KiB, 10) + "KiB"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// fsyncHeaderRoom is the start of the fsync probe file that holds its header.
+const fsyncHeaderRoom = 4 * KiB
+
+func (p *parser) checkProbes(t *Target, n *yaml.Node, field string) {
+	if c := t.Fsync; c != nil {
+		if c.FileSize < fsyncHeaderRoom+c.BlockSize {
+			p.errorf(n, join(field, "fsync.file_size"), "must hold the 4KiB header and at least one block_size (%s), got %s", FormatSize(c.BlockSize), FormatSize(c.FileSize))
+		}
+		p.checkBudget(t, n, field, ProbeFsync, c.BlockSize)
+	}
+	if c := t.Randread; c != nil {
+		if c.BlockSize > c.FileSize {
+			p.errorf(n, join(field, "randread.block_size"), "must not exceed file_size (%s), got %s", FormatSize(c.FileSize), FormatSize(c.BlockSize))
+		}
+		p.checkBudget(t, n, field, ProbeRandread, c.BlockSize)
+	}
+	for _, s := range []struct {
+		name string
+		c    *SequentialConfig
+	}{{ProbeSeqread, t.Seqread}, {ProbeSeqwrite, t.Seqwrite}} {
+		if s.c == nil {
+			continue
+		}
+		if s.c.BlockSize > s.c.Bytes {
+			p.errorf(n, join(field, s.name+".block_size"), "must not exceed bytes (%s), got %s", FormatSize(s.c.Bytes), FormatSize(s.c.BlockSize))
+		}
+		p.checkBudget(t, n, field, s.name, s.c.BlockSize)
+	}
+}
+
+// checkBudget refuses a block that the bandwidth limit could never let through.
+func (p *parser) checkBudget(t *Target, n *yaml.Node, field, probe string, blockSize int64) {
+	if t.Limits.Bandwidth > 0 && blockSize > t.Limits.Bandwidth {
+		p.errorf(n, join(field, "limits.bandwidth"), "%s per second is less than one %s block (%s): the probe could never run", FormatSize(t.Limits.Bandwidth), probe, FormatSize(blockSize))
+	}
+}
+
+func (p *parser) checkUnique(cfg *Config) {
+	names := map[string]int{}
+	paths := map[string]string{}
+	for i, t := range cfg.Targets {
+		field := fmt.Sprintf("targets[%d]", i)
+		if first, dup := names[t.Name]; dup {
+			p.errs = append(p.errs, &Error{File: p.file, Line: t.Line, Field: field + ".name", Msg: fmt.Sprintf("target name %q is already used on line %d", t.Name, first)})
+		}
+		names[t.Name] = t.Line
+		if other, dup := paths[t.Path]; dup {
+			p.errs = append(p.errs, &Error{File: p.file, Line: t.Line, Field: field + ".path", Msg: fmt.Sprintf("%s is already probed by target %q", t.Path, other)})
+		}
+		paths[t.Path] = t.Name
+	}
+}

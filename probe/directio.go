@@ -1,0 +1,82 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Filesystems whose "disk" is memory: a probe there measures RAM, not storage.
+var memoryFilesystems = map[int64]string{
+	unix.TMPFS_MAGIC:      "tmpfs",
+	unix.RAMFS_MAGIC:      "ramfs",
+	unix.PROC_SUPER_MAGIC: "proc",
+	unix.SYSFS_MAGIC:      "sysfs",
+}
+
+// CheckDirectIO tells, before any file is written, whether read probes can run in dir:
+// the filesystem must be backed by a device and must take O_DIRECT. tmpfs on recent
+// kernels accepts O_DIRECT but is memory; it is refused by name.
+func CheckDirectIO(dir string) error {
+	var s unix.Statfs_t
+	if err := unix.Statfs(dir, &s); err != nil {
+		return &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	if name, ok := memoryFilesystems[int64(s.Type)]; ok {
+		return fmt.Errorf("%s is on %s, which is memory, not a disk: O_DIRECT read probes cannot measure it", dir, name)
+	}
+	return nil
+}
+
+// DirectIOAlignment is the offset and memory alignment O_DIRECT needs on fd: from
+// statx(STATX_DIOALIGN) where the kernel and filesystem report it (Linux ≥ 6.1), else
+// fallback (the device's logical block size). A filesystem that reports alignment 0
+// does not support O_DIRECT on this file.
+func DirectIOAlignment(fd int, path string, fallback int64) (int64, error) {
+	var st unix.Statx_t
+	err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &st)
+	if err == nil && st.Mask&unix.STATX_DIOALIGN != 0 {
+		if st.Dio_offset_align == 0 {
+			return 0, fmt.Errorf("%s: the filesystem does not support O_DIRECT", path)
+		}
+		return int64(max(st.Dio_offset_align, st.Dio_mem_align)), nil
+	}
+	if fallback > 0 {
+		return fallback, nil
+	}
+	if sz, err := unix.IoctlGetInt(fd, unix.BLKSSZGET); err == nil && sz > 0 {
+		return int64(sz), nil
+	}
+	return 512, nil
+}
+
+// alignedBuffer is page-aligned memory from mmap, so it satisfies any O_DIRECT memory
+// alignment without per-operation allocation.
+func alignedBuffer(size int) ([]byte, error) {
+	page := os.Getpagesize()
+	n := (size + page - 1) / page * page
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("allocating %d-byte I/O buffer: %w", n, err)
+	}
+	return b[:size], nil
+}
+
+func freeBuffer(b []byte) {
+	if b != nil {
+		unix.Munmap(b[:cap(b)])
+	}
+}
+
+// openDirectError explains the errors users meet when opening with O_DIRECT.
+func openDirectError(path string, err error) error {
+	switch {
+	case errors.Is(err, unix.EINVAL):
+		return fmt.Errorf("%s: the filesystem refuses O_DIRECT, which read probes need to bypass the page cache", path)
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("permission denied opening %s read-only: the exporter's user needs to be in the group that owns the device (usually `disk`) or to have CAP_DAC_READ_SEARCH", path)
+	}
+	return &os.PathError{Op: "open", Path: path, Err: err}
+}

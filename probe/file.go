@@ -1,0 +1,231 @@
+package probe
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// DirName is the directory inside a target path that holds every file the exporter writes.
+const DirName = ".diskprobe"
+
+// HeaderSize is the first block of every probe file: the header, then the probe's data.
+// 4 KiB keeps the data O_DIRECT-aligned on every device.
+const HeaderSize = 4096
+
+const headerMagic = "diskprobe_exporter probe file v1\n"
+
+// Header is what a probe file says about itself in its first block.
+type Header struct {
+	Kind     string // fsync, read, seqwrite
+	Size     int64
+	Prepared bool // the whole file has been written and checked for holes
+}
+
+func (h Header) encode() []byte {
+	b := make([]byte, HeaderSize)
+	state := "preparing"
+	if h.Prepared {
+		state = "prepared"
+	}
+	copy(b, fmt.Sprintf("%skind=%s\nsize=%d\nstate=%s\n", headerMagic, h.Kind, h.Size, state))
+	return b
+}
+
+func parseHeader(b []byte) (Header, bool) {
+	if !bytes.HasPrefix(b, []byte(headerMagic)) {
+		return Header{}, false
+	}
+	var h Header
+	text := string(bytes.TrimRight(b[len(headerMagic):], "\x00"))
+	for _, line := range strings.Split(text, "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		switch k {
+		case "kind":
+			h.Kind = v
+		case "size":
+			h.Size, _ = strconv.ParseInt(v, 10, 64)
+		case "state":
+			h.Prepared = v == "prepared"
+		}
+	}
+	return h, true
+}
+
+// ForeignFileError is a file at one of our paths that the exporter did not create.
+// It is never opened for writing, truncated or removed.
+type ForeignFileError struct {
+	Path   string
+	Reason string
+}
+
+func (e *ForeignFileError) Error() string {
+	return fmt.Sprintf("refusing to touch %s: %s; it was not created by diskprobe_exporter, move it away", e.Path, e.Reason)
+}
+
+// EnsureDir creates <path>/.diskprobe (mode 0700) or checks that the existing one is ours:
+// a real directory, not a symlink, owned by the exporter's user.
+func EnsureDir(target string) (string, error) {
+	dir := filepath.Join(target, DirName)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("creating probe directory: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return "", fmt.Errorf("checking probe directory: %w", &os.PathError{Op: "lstat", Path: dir, Err: err})
+	}
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return "", &ForeignFileError{Path: dir, Reason: "it is a symlink"}
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return "", &ForeignFileError{Path: dir, Reason: "it is not a directory"}
+	case int(st.Uid) != os.Geteuid():
+		return "", &ForeignFileError{Path: dir, Reason: fmt.Sprintf("it is owned by uid %d, not by the exporter's uid %d", st.Uid, os.Geteuid())}
+	}
+	if st.Mode&0o777 != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return "", fmt.Errorf("restricting probe directory: %w", err)
+		}
+	}
+	return dir, nil
+}
+
+// openOwn opens an existing probe file without following symlinks and checks that it is
+// ours: a regular file owned by us, with our header. A zero-length file of ours is taken as
+// one whose creation was interrupted before the header was written.
+func openOwn(path string, flags int) (*os.File, Header, error) {
+	fd, err := unix.Open(path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ELOOP {
+			return nil, Header{}, &ForeignFileError{Path: path, Reason: "it is a symlink"}
+		}
+		return nil, Header{}, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, Header{}, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, Header{}, &ForeignFileError{Path: path, Reason: "it is not a regular file"}
+	}
+	if int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, Header{}, &ForeignFileError{Path: path, Reason: fmt.Sprintf("it is owned by uid %d", st.Uid)}
+	}
+	if st.Size == 0 {
+		return f, Header{}, nil
+	}
+	// Read the header through a buffered descriptor: f may be O_DIRECT.
+	hb := make([]byte, HeaderSize)
+	n, err := readHeaderBytes(path, hb)
+	if err != nil {
+		f.Close()
+		return nil, Header{}, err
+	}
+	h, ok := parseHeader(hb[:n])
+	if !ok {
+		f.Close()
+		return nil, Header{}, &ForeignFileError{Path: path, Reason: "it has no diskprobe_exporter header"}
+	}
+	return f, h, nil
+}
+
+func readHeaderBytes(path string, b []byte) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	n, err := unix.Pread(fd, b, 0)
+	if err != nil {
+		return 0, &os.PathError{Op: "read header", Path: path, Err: err}
+	}
+	return n, nil
+}
+
+// removeOwn deletes a probe file after checking it is ours. A missing file is fine.
+func removeOwn(path string) error {
+	f, _, err := openOwn(path, unix.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(path)
+}
+
+// createOwn replaces the probe file at path (which must be ours, if it exists) with a
+// new one of the given size, preallocated with fallocate and carrying our header. The
+// header is written before anything else, so a crash never leaves a file we cannot
+// recognise; a failed allocation (ENOSPC) removes the new file again.
+func createOwn(path string, h Header) (*os.File, error) {
+	if err := removeOwn(path); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "create", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	fail := func(op string, err error) (*os.File, error) {
+		f.Close()
+		os.Remove(path)
+		return nil, &os.PathError{Op: op, Path: path, Err: err}
+	}
+	if _, err := unix.Pwrite(fd, h.encode(), 0); err != nil {
+		return fail("write header", err)
+	}
+	// fallocate, as etcd does for WAL segments and fio does by default: the data blocks
+	// are reserved but unwritten, so every probe write pays the same extent conversion.
+	if err := unix.Fallocate(fd, 0, 0, h.Size); err != nil {
+		return fail("fallocate", err)
+	}
+	if err := unix.Fdatasync(fd); err != nil {
+		return fail("fdatasync", err)
+	}
+	return f, nil
+}
+
+// writeHeader rewrites the header of an open probe file and makes it durable.
+func writeHeader(f *os.File, h Header) error {
+	fd, err := unix.Open(f.Name(), unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: f.Name(), Err: err}
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Pwrite(fd, h.encode(), 0); err != nil {
+		return &os.PathError{Op: "write header", Path: f.Name(), Err: err}
+	}
+	return unix.Fdatasync(fd)
+}
+
+// FreeBytes is the space available to the exporter's user on the filesystem holding dir.
+func FreeBytes(dir string) (int64, error) {
+	var s unix.Statfs_t
+	if err := unix.Statfs(dir, &s); err != nil {
+		return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	return int64(s.Bavail) * int64(s.Bsize), nil
+}
+
+// stillLinked reports whether the file open at fd is still the one at path: a target
+// directory deleted and recreated under a running exporter leaves the descriptor on a
+// deleted file, where writes would succeed and measure nothing real.
+func stillLinked(fd int, path string) bool {
+	var open, named unix.Stat_t
+	if unix.Fstat(fd, &open) != nil || unix.Lstat(path, &named) != nil {
+		return false
+	}
+	return open.Ino == named.Ino && open.Dev == named.Dev
+}

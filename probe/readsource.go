@@ -1,0 +1,308 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// ReadSource is what the read probes read, opened O_RDONLY|O_DIRECT: either a whole
+// block device, or a probe file that is written in full once before the first read.
+type ReadSource struct {
+	path       string
+	fd         int // read descriptor; -1 until ready
+	start, end int64
+	align      int64
+
+	// Preparation of a probe file; nil for a block device.
+	prep *preparation
+}
+
+// OpenDevice opens a block device for the read probes. It is opened read-only whatever
+// the configuration says: the exporter never writes to a device.
+func OpenDevice(path string, fallbackAlign int64) (*ReadSource, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, openDirectError(path, err)
+	}
+	size, err := unix.Seek(fd, 0, unix.SEEK_END)
+	if err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "size", Path: path, Err: err}
+	}
+	align, err := DirectIOAlignment(fd, path, fallbackAlign)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &ReadSource{path: path, fd: fd, start: 0, end: size, align: align}, nil
+}
+
+// preparation is the one-time writing of a read probe file: fallocate, fill with random
+// data (never-written blocks read back "too good to be true" on SSDs and thin volumes),
+// fdatasync, check that SEEK_HOLE finds no hole, then mark the header prepared.
+type preparation struct {
+	targetDir string
+	size      int64
+	minFree   int64
+	chunk     []byte // aligned write buffer
+	rng       *rand.ChaCha8
+	wfd       int // O_DIRECT write descriptor while writing; -1 otherwise
+	off       int64
+	reused    bool
+	done      bool
+}
+
+// PrepareChunk is how much of a probe file one preparation step writes at most: a step
+// is bounded so that the target's other probes keep their schedule meanwhile.
+const PrepareChunk = 8 << 20
+
+const prepareBlock = 1 << 20
+
+// NewProbeFile is the read probes' file in dir/.diskprobe/read.probe, of size bytes of
+// data after the header. It is reused across restarts when its header says it was fully
+// prepared for this size; otherwise it is rewritten by PrepareStep.
+func NewProbeFile(targetDir string, size, minFree, fallbackAlign int64) (*ReadSource, error) {
+	if err := CheckDirectIO(targetDir); err != nil {
+		return nil, err
+	}
+	dir, err := EnsureDir(targetDir)
+	if err != nil {
+		return nil, err
+	}
+	chunk, err := alignedBuffer(prepareBlock)
+	if err != nil {
+		return nil, err
+	}
+	return &ReadSource{
+		path:  filepath.Join(dir, "read.probe"),
+		fd:    -1,
+		start: HeaderSize,
+		end:   HeaderSize + size,
+		align: fallbackAlign,
+		prep:  &preparation{targetDir: targetDir, size: HeaderSize + size, minFree: minFree, chunk: chunk, rng: newRNG(), wfd: -1},
+	}, nil
+}
+
+// Path is the device or file read.
+func (s *ReadSource) Path() string { return s.path }
+
+// Ready reports whether reads may start.
+func (s *ReadSource) Ready() bool { return s.fd >= 0 }
+
+// ready is Ready for the read rounds: a prepared file that was deleted or replaced under
+// us (target directory recreated) goes back to preparation.
+func (s *ReadSource) ready() bool {
+	if s.fd >= 0 && s.prep != nil && !stillLinked(s.fd, s.path) {
+		unix.Close(s.fd)
+		s.fd = -1
+		s.abort()
+		s.prep.reused = false
+	}
+	return s.fd >= 0
+}
+
+// Reused reports whether a prepared file from an earlier run was taken as it was.
+func (s *ReadSource) Reused() bool { return s.prep != nil && s.prep.reused }
+
+// Alignment is the O_DIRECT alignment of offsets and sizes.
+func (s *ReadSource) Alignment() int64 { return s.align }
+
+// Progress is the share of the file written so far.
+func (s *ReadSource) Progress() float64 {
+	if s.prep == nil || s.Ready() {
+		return 1
+	}
+	return float64(s.prep.off) / float64(s.prep.size)
+}
+
+// PrepareStep writes up to PrepareChunk bytes of the probe file, each block waiting for
+// the target's budget, and finishes the file when it is full.
+func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, error) {
+	var res Result
+	if s.Ready() {
+		return res, true, nil
+	}
+	p := s.prep
+	if p.wfd < 0 {
+		if ok, err := s.reuse(); err != nil || ok {
+			return res, ok, err
+		}
+		if err := s.begin(); err != nil {
+			return res, false, err
+		}
+	}
+	for written := 0; written < PrepareChunk && p.off < p.size; written += len(p.chunk) {
+		if err := env.Budget.Wait(ctx, len(p.chunk)); err != nil {
+			return res, false, err
+		}
+		p.rng.Read(p.chunk)
+		env.Inflight.begin(timeNow())
+		n, err := unix.Pwrite(p.wfd, p.chunk[:min(int64(len(p.chunk)), p.size-p.off)], p.off)
+		env.Inflight.end()
+		if err != nil {
+			s.abort()
+			return res, false, &os.PathError{Op: "write", Path: s.path, Err: err}
+		}
+		p.off += int64(n)
+		res.Ops++
+		res.Bytes += int64(n)
+	}
+	if p.off < p.size {
+		return res, false, nil
+	}
+	if err := s.finish(env); err != nil {
+		s.abort()
+		return res, false, err
+	}
+	return res, true, nil
+}
+
+// reuse takes a file that an earlier run prepared in full for this size.
+func (s *ReadSource) reuse() (bool, error) {
+	f, h, err := openOwn(s.path, unix.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if !h.Prepared || h.Size != s.prep.size || h.Kind != "read" {
+		return false, nil
+	}
+	if hole, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_HOLE); err != nil || hole < s.prep.size {
+		return false, nil
+	}
+	if err := s.openForReads(); err != nil {
+		return false, err
+	}
+	s.prep.reused = true
+	return true, nil
+}
+
+func (s *ReadSource) begin() error {
+	p := s.prep
+	dir, err := EnsureDir(p.targetDir)
+	if err != nil {
+		return err
+	}
+	if p.minFree > 0 {
+		free, err := FreeBytes(dir)
+		if err != nil {
+			return err
+		}
+		if free < p.size+p.minFree {
+			return fmt.Errorf("%w: the %d MiB read probe file needs %d MiB free on top of the %d MiB floor",
+				ErrLowFreeSpace, p.size>>20, p.size>>20, p.minFree>>20)
+		}
+	}
+	f, err := createOwn(s.path, Header{Kind: "read", Size: p.size})
+	if err != nil {
+		return err
+	}
+	f.Close()
+	fd, err := unix.Open(s.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return openDirectError(s.path, err)
+	}
+	p.wfd, p.off = fd, HeaderSize
+	return nil
+}
+
+func (s *ReadSource) finish(env *Env) error {
+	p := s.prep
+	if err := unix.Fdatasync(p.wfd); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: s.path, Err: err}
+	}
+	// A hole would be read back as zeros without touching the disk.
+	hole, err := unix.Seek(p.wfd, 0, unix.SEEK_HOLE)
+	if err != nil {
+		return &os.PathError{Op: "seek hole", Path: s.path, Err: err}
+	}
+	if hole < p.size {
+		return fmt.Errorf("%s: hole at offset %d after writing the whole file; the filesystem did not keep the data", s.path, hole)
+	}
+	unix.Close(p.wfd)
+	p.wfd = -1
+	f, _, err := openOwn(s.path, unix.O_RDONLY)
+	if err != nil {
+		return err
+	}
+	err = writeHeader(f, Header{Kind: "read", Size: p.size, Prepared: true})
+	f.Close()
+	if err != nil {
+		return err
+	}
+	return s.openForReads()
+}
+
+func (s *ReadSource) abort() {
+	if s.prep.wfd >= 0 {
+		unix.Close(s.prep.wfd)
+		s.prep.wfd = -1
+	}
+	s.prep.off = 0
+}
+
+func (s *ReadSource) openForReads() error {
+	fd, err := unix.Open(s.path, unix.O_RDONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return openDirectError(s.path, err)
+	}
+	align, err := DirectIOAlignment(fd, s.path, s.align)
+	if err != nil {
+		unix.Close(fd)
+		return err
+	}
+	s.fd, s.align = fd, align
+	return nil
+}
+
+// randomOffset is a uniformly random offset aligned to the O_DIRECT alignment at which a
+// block of n bytes fits in the source.
+func (s *ReadSource) randomOffset(rng *rand.Rand, n int64) int64 {
+	slots := (s.end-s.start-n)/s.align + 1
+	if slots <= 1 {
+		return s.start
+	}
+	return s.start + rng.Int64N(slots)*s.align
+}
+
+// Close releases the descriptors and buffers; the file stays for the next run to reuse.
+func (s *ReadSource) Close() error {
+	if s.prep != nil {
+		s.abort()
+		freeBuffer(s.prep.chunk)
+		s.prep.chunk = nil
+	}
+	if s.fd >= 0 {
+		unix.Close(s.fd)
+		s.fd = -1
+	}
+	return nil
+}
+
+// Remove closes the source and deletes its probe file (used by the one-shot check).
+func (s *ReadSource) Remove() error {
+	s.Close()
+	if s.prep == nil {
+		return nil
+	}
+	return removeOwn(s.path)
+}
+
+func (s *ReadSource) checkBlockSize(probe string, n int64) error {
+	if n%s.align != 0 {
+		return fmt.Errorf("%s: %s block_size %d is not a multiple of the O_DIRECT alignment %d of %s", probe, probe, n, s.align, s.path)
+	}
+	if n > s.end-s.start {
+		return fmt.Errorf("%s: block_size %d is larger than %s (%d bytes)", probe, n, s.path, s.end-s.start)
+	}
+	return nil
+}

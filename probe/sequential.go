@@ -1,0 +1,209 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Seqread reads `bytes` in block_size O_DIRECT reads, sequentially from a random aligned
+// offset, wrapping at the end. Its throughput is bytes over the time inside the reads:
+// the waits of the rate limit are not the disk's.
+type Seqread struct {
+	src   *ReadSource
+	bytes int64
+	buf   []byte
+	rng   *rand.Rand
+}
+
+// NewSeqread reads src.
+func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
+	if err := src.checkBlockSize("seqread", int64(blockSize)); err != nil {
+		return nil, err
+	}
+	buf, err := alignedBuffer(blockSize)
+	if err != nil {
+		return nil, err
+	}
+	return &Seqread{src: src, bytes: bytes, buf: buf, rng: rand.New(newRNG())}, nil
+}
+
+// Round reads the configured number of bytes.
+func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
+	var res Result
+	if !p.src.ready() {
+		return res, ErrNotPrepared
+	}
+	bs := int64(len(p.buf))
+	off := p.src.randomOffset(p.rng, bs)
+	for res.Bytes < p.bytes {
+		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
+			return res, err
+		}
+		if off+bs > p.src.end {
+			off = p.src.start
+		}
+		t0 := time.Now()
+		env.Inflight.begin(t0)
+		n, err := unix.Pread(p.src.fd, p.buf, off)
+		d := time.Since(t0)
+		env.Inflight.end()
+		if err == nil && n != len(p.buf) {
+			err = fmt.Errorf("short read at offset %d: %d of %d bytes", off, n, len(p.buf))
+		}
+		if err != nil {
+			return res, &os.PathError{Op: "read", Path: p.src.path, Err: err}
+		}
+		off += bs
+		res.Ops++
+		res.Bytes += bs
+		res.IO += d
+	}
+	return res, nil
+}
+
+// Close frees the buffer.
+func (p *Seqread) Close() error {
+	freeBuffer(p.buf)
+	p.buf = nil
+	return nil
+}
+
+// Seqwrite writes `bytes` in block_size O_DIRECT writes into its own file, sequentially
+// from a random aligned offset, and ends with one fdatasync inside the timing. It only
+// ever writes the exporter's own file.
+type Seqwrite struct {
+	dir, path string
+	bytes     int64
+	minFree   int64
+	fallback  int64
+	fd        int
+	align     int64
+	buf       []byte
+	rng       *rand.Rand
+	fill      *rand.ChaCha8
+}
+
+// NewSeqwrite prepares the probe directory; the file is created by the first round.
+func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallbackAlign int64) (*Seqwrite, error) {
+	if err := CheckDirectIO(targetDir); err != nil {
+		return nil, err
+	}
+	dir, err := EnsureDir(targetDir)
+	if err != nil {
+		return nil, err
+	}
+	if fallbackAlign > 0 && int64(blockSize)%fallbackAlign != 0 {
+		return nil, fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d", blockSize, fallbackAlign)
+	}
+	buf, err := alignedBuffer(blockSize)
+	if err != nil {
+		return nil, err
+	}
+	fill := newRNG()
+	return &Seqwrite{dir: targetDir, path: filepath.Join(dir, "seqwrite.probe"), bytes: bytes, minFree: minFree,
+		fallback: fallbackAlign, fd: -1, buf: buf, rng: rand.New(newRNG()), fill: fill}, nil
+}
+
+// Round writes the configured number of bytes and fdatasyncs.
+func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
+	var res Result
+	if p.minFree > 0 {
+		free, err := FreeBytes(p.dir)
+		if err != nil {
+			return res, err
+		}
+		need := p.minFree
+		if p.fd < 0 {
+			need += p.bytes
+		}
+		if free < need {
+			return res, fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, p.dir, p.minFree>>20)
+		}
+	}
+	if err := p.open(); err != nil {
+		return res, err
+	}
+	bs := int64(len(p.buf))
+	start, end := int64(HeaderSize), HeaderSize+p.bytes
+	off := start
+	if slots := (end - start - bs) / p.align; slots > 0 {
+		off = start + p.rng.Int64N(slots+1)*p.align
+	}
+	for res.Bytes < p.bytes {
+		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
+			return res, err
+		}
+		if off+bs > end {
+			off = start
+		}
+		p.fill.Read(p.buf)
+		t0 := time.Now()
+		env.Inflight.begin(t0)
+		n, err := unix.Pwrite(p.fd, p.buf, off)
+		d := time.Since(t0)
+		env.Inflight.end()
+		if err == nil && n != len(p.buf) {
+			err = fmt.Errorf("short write at offset %d: %d of %d bytes", off, n, len(p.buf))
+		}
+		if err != nil {
+			return res, &os.PathError{Op: "write", Path: p.path, Err: err}
+		}
+		off += bs
+		res.Ops++
+		res.Bytes += bs
+		res.IO += d
+	}
+	t0 := time.Now()
+	env.Inflight.begin(t0)
+	err := unix.Fdatasync(p.fd)
+	d := time.Since(t0)
+	env.Inflight.end()
+	if err != nil {
+		return res, &os.PathError{Op: "fdatasync", Path: p.path, Err: err}
+	}
+	res.IO += d
+	return res, nil
+}
+
+func (p *Seqwrite) open() error {
+	if p.fd >= 0 {
+		return nil
+	}
+	f, err := createOwn(p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
+	if err != nil {
+		return err
+	}
+	f.Close()
+	fd, err := unix.Open(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return openDirectError(p.path, err)
+	}
+	align, err := DirectIOAlignment(fd, p.path, p.fallback)
+	if err != nil {
+		unix.Close(fd)
+		return err
+	}
+	if int64(len(p.buf))%align != 0 {
+		unix.Close(fd)
+		return fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d of %s", len(p.buf), align, p.path)
+	}
+	p.fd, p.align = fd, align
+	return nil
+}
+
+// Close closes the file and frees the buffer.
+func (p *Seqwrite) Close() error {
+	if p.fd >= 0 {
+		unix.Close(p.fd)
+		p.fd = -1
+	}
+	freeBuffer(p.buf)
+	p.buf = nil
+	return nil
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests (or benchmarks) need when they are missing.
+# As root it runs apt-get; otherwise it names the packages and fails, so nothing is half set up.
+set -euo pipefail
+
+# command -> Debian package that provides it
+declare -A need=(
+  [fio]=fio
+  [promtool]=prometheus
+  [prometheus]=prometheus
+  [rpm]=rpm
+  [mkfs.ext4]=e2fsprogs
+  [losetup]=mount
+  [fsfreeze]=util-linux
+  [sfdisk]=fdisk
+  [setpriv]=util-linux
+  [systemd-analyze]=systemd
+  [dpkg-deb]=dpkg
+)
+for extra in "$@"; do need[${extra%%=*}]=${extra#*=}; done
+
+missing=()
+for cmd in "${!need[@]}"; do
+  PATH="$PATH:/usr/sbin:/sbin" command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+pkgs=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing packages: $pkgs" >&2
+  echo "install them with: sudo apt-get install -y $pkgs" >&2
+  exit 1
+fi
+echo "installing: $pkgs"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
