@@ -43,6 +43,8 @@ type runner struct {
 	lastStats device.Stats
 	lastEnd   time.Time
 
+	stuck bool // the outstanding operation was reported past limits.timeout (schedule loop only)
+
 	cancel       context.CancelFunc
 	scheduleDone chan struct{}
 	workerDone   chan struct{}
@@ -55,7 +57,6 @@ type probeRun struct {
 	interval time.Duration
 	next     time.Time
 	pending  atomic.Bool // a round is queued or running
-	stuck    bool        // the running operation was reported past the timeout (schedule loop only)
 
 	build   func(r *runner) (probe.Prober, error)
 	prober  probe.Prober
@@ -182,9 +183,9 @@ func (r *runner) schedule(ctx context.Context) {
 // due hands a round to the worker, or skips it while the previous one is still queued or
 // running (at most one operation is ever outstanding per target).
 func (r *runner) due(pr *probeRun, now time.Time) {
+	r.checkStuck(now)
 	if pr.pending.Load() {
 		pr.skipInflight.Inc()
-		r.checkStuck(now)
 		return
 	}
 	pr.pending.Store(true)
@@ -193,19 +194,17 @@ func (r *runner) due(pr *probeRun, now time.Time) {
 
 // checkStuck counts and logs, once per operation, an operation past limits.timeout.
 func (r *runner) checkStuck(now time.Time) {
-	i := r.current.Load()
-	if i < 0 {
-		return
-	}
-	pr := r.probes[i]
 	age := r.inflight.Age(now)
+	i := r.current.Load()
 	switch {
-	case age > r.target.Limits.Timeout && !pr.stuck:
-		pr.stuck = true
+	case age > r.target.Limits.Timeout && !r.stuck && i >= 0:
+		r.stuck = true
+		pr := r.probes[i]
 		pr.errs.Inc()
 		r.logger.Error("I/O operation stuck in the kernel; skipping rounds until it returns", "probe", pr.name, "age", age.Round(time.Second), "timeout", r.target.Limits.Timeout)
-	case age == 0 && pr.stuck:
-		pr.stuck = false
+	case age <= r.target.Limits.Timeout && r.stuck:
+		r.stuck = false
+		r.logger.Info("the stuck I/O operation returned; probing again")
 	}
 }
 

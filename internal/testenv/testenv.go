@@ -1,0 +1,387 @@
+// Package testenv sets up the real-kernel surroundings the tests need (loop devices,
+// ext4 mounts, frozen filesystems, blkio throttling) and runs the real exporter binary.
+// Everything it creates is undone in t.Cleanup, also when the test fails.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"golang.org/x/sys/unix"
+)
+
+// RequireRoot skips the test when not running as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates loop devices, mounts, cgroups")
+	}
+}
+
+// RequireTools skips the test when a command is missing (make test installs them).
+func RequireTools(t testing.TB, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (run `make test-deps` as root to install it)", tool)
+		}
+	}
+}
+
+// Run runs a command and fails the test with its output when it fails.
+func Run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// LoopDevice creates a sparse image of size bytes and attaches it to a free loop device.
+// The device is detached in cleanup.
+func LoopDevice(t testing.TB, size int64) string {
+	t.Helper()
+	RequireRoot(t)
+	RequireTools(t, "losetup")
+	img := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		t.Fatal(err)
+	}
+	dev := Run(t, "losetup", "--find", "--show", "--direct-io=on", img)
+	t.Cleanup(func() {
+		// A busy device (still mounted by a failed test) is retried briefly.
+		for i := 0; i < 20; i++ {
+			if exec.Command("losetup", "-d", dev).Run() == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("could not detach %s", dev)
+	})
+	return dev
+}
+
+// MountExt4 makes an ext4 filesystem on dev and mounts it on a temporary directory,
+// unmounted (after a thaw, in case a test froze it) in cleanup.
+func MountExt4(t testing.TB, dev string) string {
+	t.Helper()
+	RequireTools(t, "mkfs.ext4", "mount", "umount")
+	Run(t, "mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev)
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	Run(t, "mount", "-t", "ext4", dev, dir)
+	t.Cleanup(func() {
+		exec.Command("fsfreeze", "-u", dir).Run()
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			exec.Command("umount", "-l", dir).Run()
+			t.Logf("umount %s: %v %s (lazy unmount done)", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// LoopExt4 is a loop device of size bytes with a mounted ext4 on it.
+func LoopExt4(t testing.TB, size int64) (dev, dir string) {
+	dev = LoopDevice(t, size)
+	return dev, MountExt4(t, dev)
+}
+
+// Freeze runs fsfreeze -f on a mount point. Thaw undoes it; cleanup always thaws.
+func Freeze(t testing.TB, dir string) (thaw func()) {
+	t.Helper()
+	RequireTools(t, "fsfreeze")
+	Run(t, "fsfreeze", "-f", dir)
+	var once sync.Once
+	thaw = func() { once.Do(func() { exec.Command("fsfreeze", "-u", dir).Run() }) }
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// Cgroup is a blkio cgroup v1 the test created.
+type Cgroup struct {
+	t    testing.TB
+	Path string
+}
+
+const blkioRoot = "/sys/fs/cgroup/blkio"
+
+// ThrottleWrites creates a blkio cgroup limiting writes to dev to iops write operations
+// per second: a loop device made as slow as a failing SSD. Processes moved in with Add
+// are moved back out and the cgroup removed in cleanup.
+func ThrottleWrites(t testing.TB, dev string, iops int) *Cgroup {
+	t.Helper()
+	RequireRoot(t)
+	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.write_iops_device")); err != nil {
+		t.Skip("needs blkio cgroup v1 throttling at " + blkioRoot)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		t.Fatal(err)
+	}
+	cg := &Cgroup{t: t, Path: filepath.Join(blkioRoot, fmt.Sprintf("diskprobe-test-%d-%d", os.Getpid(), rand.IntN(1<<30)))}
+	if err := os.Mkdir(cg.Path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cg.remove)
+	rule := fmt.Sprintf("%d:%d %d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), iops)
+	if err := os.WriteFile(filepath.Join(cg.Path, "blkio.throttle.write_iops_device"), []byte(rule), 0o644); err != nil {
+		t.Fatalf("throttling %s: %v", dev, err)
+	}
+	return cg
+}
+
+// Add moves a process (all its threads) into the cgroup.
+func (c *Cgroup) Add(pid int) {
+	c.t.Helper()
+	if err := os.WriteFile(filepath.Join(c.Path, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0o644); err != nil {
+		c.t.Fatalf("moving pid %d into %s: %v", pid, c.Path, err)
+	}
+}
+
+func (c *Cgroup) remove() {
+	data, _ := os.ReadFile(filepath.Join(c.Path, "cgroup.procs"))
+	for _, pid := range strings.Fields(string(data)) {
+		os.WriteFile(filepath.Join(blkioRoot, "cgroup.procs"), []byte(pid), 0o644)
+	}
+	for i := 0; i < 50; i++ {
+		if err := os.Remove(c.Path); err == nil || os.IsNotExist(err) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Errorf("could not remove cgroup %s", c.Path)
+}
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// Binary builds the exporter once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "diskprobe-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "diskprobe_exporter")
+		cmd := exec.Command("go", "build", "-o", binary, "./cmd/diskprobe_exporter")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// WriteConfig writes a configuration file into a temporary directory.
+func WriteConfig(t testing.TB, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "diskprobe.yml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// FreePort returns a loopback address with a port nobody listens on.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Exporter is a running exporter process.
+type Exporter struct {
+	t    testing.TB
+	Cmd  *exec.Cmd
+	Addr string
+	Log  *SyncBuffer
+	done chan struct{}
+}
+
+// SyncBuffer is a bytes.Buffer safe for a process to write while the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// StartExporter runs the real binary on configFile, listening on a free loopback port,
+// and waits until /-/ready answers. It is killed (by its own pid) in cleanup, and its
+// log is printed when the test failed.
+func StartExporter(t testing.TB, configFile string, args ...string) *Exporter {
+	t.Helper()
+	e := &Exporter{t: t, Addr: FreePort(t), Log: &SyncBuffer{}, done: make(chan struct{})}
+	e.Cmd = exec.Command(Binary(t), append([]string{"--config.file=" + configFile, "--web.listen-address=" + e.Addr, "--log.level=debug"}, args...)...)
+	e.Cmd.Stdout, e.Cmd.Stderr = e.Log, e.Log
+	if err := e.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { e.Cmd.Wait(); close(e.done) }()
+	t.Cleanup(func() {
+		e.Cmd.Process.Kill()
+		select {
+		case <-e.done:
+		case <-time.After(10 * time.Second):
+		}
+		if t.Failed() {
+			t.Logf("exporter log:\n%s", e.Log.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + e.Addr + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return e
+			}
+		}
+		select {
+		case <-e.done:
+			t.Fatalf("exporter exited before becoming ready: %v\n%s", e.Cmd.ProcessState, e.Log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exporter not ready after 20s\n%s", e.Log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Pid is the exporter's process id.
+func (e *Exporter) Pid() int { return e.Cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (e *Exporter) Done() <-chan struct{} { return e.done }
+
+// Signal sends sig to the exporter.
+func (e *Exporter) Signal(sig syscall.Signal) { e.Cmd.Process.Signal(sig) }
+
+// Scrape fetches and parses /metrics with a timeout, returning the families by name.
+func (e *Exporter) Scrape(timeout time.Duration) (map[string]*dto.MetricFamily, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.Addr+"/metrics", nil)
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, time.Since(start), err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	return families, time.Since(start), err
+}
+
+// MustScrape is Scrape that fails the test on error.
+func (e *Exporter) MustScrape() map[string]*dto.MetricFamily {
+	e.t.Helper()
+	f, _, err := e.Scrape(5 * time.Second)
+	if err != nil {
+		e.t.Fatalf("scrape: %v", err)
+	}
+	return f
+}
+
+// Value is the value of the sample of family name whose labels include want (a counter,
+// gauge or untyped value, or a histogram's sample count); ok is false when none matches.
+func Value(families map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	f, ok := families[name]
+	if !ok {
+		return 0, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		for k, v := range want {
+			found := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == k && l.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		case m.Untyped != nil:
+			return m.GetUntyped().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// WaitFor polls cond until it holds or timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
