@@ -68,7 +68,8 @@ package:
 	@set -eu; umask 022; \
 	  rm -rf $(PACKAGE_STAGE); \
 	  mkdir -p $(PACKAGE_STAGE)/share/dashboards $(PACKAGE_STAGE)/share/alerts $(DIST); \
-	  ./$(BINARY) --help-man | gzip -9n > $(PACKAGE_STAGE)/$(BINARY).1.gz; \
+	  packaging/manpage.sh ./$(BINARY) '$(PACKAGE_VERSION)' > $(PACKAGE_STAGE)/$(BINARY).1; \
+	  gzip -9n $(PACKAGE_STAGE)/$(BINARY).1; \
 	  for f in dashboards/*.json; do \
 	    if [ -f "$$f" ]; then install -m 0644 "$$f" $(PACKAGE_STAGE)/share/dashboards/; fi; done; \
 	  for f in alerts/*.yml; do \

@@ -597,7 +597,8 @@ func checkManPage(t *testing.T) {
 		return
 	}
 	page, err := io.ReadAll(zr)
-	if err != nil || !bytes.HasPrefix(page, []byte(".TH diskprobe_exporter 1")) || !bytes.Contains(page, []byte("config.file")) {
+	if err != nil || !bytes.HasPrefix(page, []byte(".TH diskprobe_exporter 1")) || !bytes.Contains(page, []byte("config.file")) ||
+		!bytes.Contains(page, []byte("\n.SH \"NAME\"\ndiskprobe_exporter \\- ")) || bytes.Contains(page, []byte("build user")) {
 		t.Errorf("man page is not the kingpin --help-man output (%v):\n%.300s", err, page)
 	}
 }
