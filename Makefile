@@ -48,7 +48,7 @@ lint:
 
 FUZZTIME ?= 5m
 fuzz:
-	$(GO) test ./config -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
+	$(GO) test ./config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
 bench:
 	@echo "make bench: filled in by the benchmark suite"

@@ -70,7 +70,9 @@ func Parse(data []byte, file string) (*Config, error) {
 	p := &parser{file: file}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &Error{File: file, Line: yamlErrorLine(err), Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+		line := yamlErrorLine(err)
+		msg := yamlLineRE.ReplaceAllString(strings.TrimPrefix(err.Error(), "yaml: "), "")
+		return nil, &Error{File: file, Line: line, Msg: "invalid YAML: " + strings.TrimPrefix(msg, ": ")}
 	}
 	cfg := &Config{File: file}
 	baseDir, err := filepath.Abs(filepath.Dir(file))
@@ -108,10 +110,10 @@ func Parse(data []byte, file string) (*Config, error) {
 	return cfg, nil
 }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+var yamlLineRE = regexp.MustCompile(`^line (\d+)`)
 
 func yamlErrorLine(err error) int {
-	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlLineRE.FindStringSubmatch(strings.TrimPrefix(err.Error(), "yaml: ")); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		return n
 	}
@@ -122,7 +124,9 @@ func yamlErrorLine(err error) int {
 // as are duplicate keys and non-mapping nodes.
 func (p *parser) mapping(n *yaml.Node, field string, fn func(key string, k, v *yaml.Node) bool) {
 	if n.Kind == yaml.AliasNode {
-		n = n.Alias
+		// Aliases are refused: walking them could expand a small file exponentially.
+		p.errorf(n, field, "YAML aliases (*name) are not supported; write the values out")
+		return
 	}
 	if n.Kind != yaml.MappingNode {
 		p.errorf(n, field, "expected a mapping, got %s", nodeKind(n))

@@ -1,0 +1,220 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, dir, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, "diskprobe.yml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestBadConfigsNameFileLineAndField(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, body, want string
+	}{
+		{"unknown probe key", "targets:\n  - name: a\n    path: /tmp\n    fsyncc: {}\n", `diskprobe.yml:4: targets[0]: unknown field "fsyncc"`},
+		{"unknown top-level key", "targetz: []\n", `diskprobe.yml:1: unknown field "targetz"`},
+		{"unknown probe field", "targets:\n  - name: a\n    path: /tmp\n    fsync: {interval: 1s, opps: 3}\n", `diskprobe.yml:4: targets[0].fsync: unknown field "opps"`},
+		{"file_size on seqread", "targets:\n  - name: a\n    path: /tmp\n    seqread: {file_size: 1MiB}\n", `diskprobe.yml:4: targets[0].seqread: unknown field "file_size"`},
+		{"unknown limit", "targets:\n  - name: a\n    path: /tmp\n    limits: {iopz: 3}\n", `diskprobe.yml:4: targets[0].limits: unknown field "iopz"`},
+		{"empty file", "", `diskprobe.yml: empty file`},
+		{"no targets", "targets: []\n", `diskprobe.yml:1: targets: no targets configured`},
+		{"targets not a list", "targets: {name: a}\n", `diskprobe.yml:1: targets: must be a list of targets`},
+		{"target not a mapping", "targets:\n  - /var/lib/etcd\n", `diskprobe.yml:2: targets[0]: expected a mapping, got "/var/lib/etcd"`},
+		{"missing name", "targets:\n  - path: /tmp\n", `diskprobe.yml:2: targets[0]: missing field "name"`},
+		{"missing path", "targets:\n  - name: a\n", `diskprobe.yml:2: targets[0]: missing field "path"`},
+		{"invalid name", "targets:\n  - name: \"etcd data\"\n    path: /tmp\n", `diskprobe.yml:2: targets[0].name: "etcd data" is not a valid target name`},
+		{"duplicate name", "targets:\n  - name: a\n    path: /tmp\n  - name: a\n    path: /var\n", `diskprobe.yml:4: targets[1].name: target name "a" is already used on line 2`},
+		{"duplicate path", "targets:\n  - name: a\n    path: /tmp\n  - name: b\n    path: /tmp/\n", `diskprobe.yml:4: targets[1].path: /tmp is already probed by target "a"`},
+		{"duplicate key", "targets:\n  - name: a\n    name: b\n    path: /tmp\n", `diskprobe.yml:3: targets[0]: field "name" given twice (first on line 2)`},
+		{"interval under 1s", "targets:\n  - name: a\n    path: /tmp\n    fsync: {interval: 500ms}\n", `diskprobe.yml:4: targets[0].fsync.interval: must be at least 1s, got 500ms`},
+		{"interval not a duration", "targets:\n  - name: a\n    path: /tmp\n    fsync: {interval: often}\n", `diskprobe.yml:4: targets[0].fsync.interval: expected a duration such as 15s or 10m, got "often"`},
+		{"zero ops", "targets:\n  - name: a\n    path: /tmp\n    randread: {ops: 0}\n", `diskprobe.yml:4: targets[0].randread.ops: must be between 1 and 1000000, got 0`},
+		{"ops not a number", "targets:\n  - name: a\n    path: /tmp\n    randread: {ops: many}\n", `diskprobe.yml:4: targets[0].randread.ops: expected a whole number, got "many"`},
+		{"negative size", "targets:\n  - name: a\n    path: /tmp\n    fsync: {block_size: -1}\n", `diskprobe.yml:4: targets[0].fsync.block_size: expected a size such as 4096, 4KiB, 64MiB or 1GiB, got "-1"`},
+		{"decimal unit refused", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 64MB}\n", `diskprobe.yml:4: targets[0].seqread.bytes: expected a size such as 4096, 4KiB, 64MiB or 1GiB, got "64MB"`},
+		{"zero size", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 0}\n", `diskprobe.yml:4: targets[0].seqread.bytes: must be greater than 0`},
+		{"block larger than file", "targets:\n  - name: a\n    path: /tmp\n    randread: {block_size: 1MiB, file_size: 512KiB}\n", `diskprobe.yml:2: targets[0].randread.block_size: must not exceed file_size (512KiB), got 1MiB`},
+		{"fsync file too small", "targets:\n  - name: a\n    path: /tmp\n    fsync: {file_size: 4KiB}\n", `diskprobe.yml:2: targets[0].fsync.file_size: must hold the 4KiB header and at least one block_size (2300), got 4KiB`},
+		{"block larger than bytes", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 1MiB, block_size: 2MiB}\n", `diskprobe.yml:2: targets[0].seqread.block_size: must not exceed bytes (1MiB), got 2MiB`},
+		{"block size over cap", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 1GiB, block_size: 128MiB}\n", `diskprobe.yml:4: targets[0].seqread.block_size: must be at most 64MiB, got 128MiB`},
+		{"zero iops", "targets:\n  - name: a\n    path: /tmp\n    limits: {iops: 0}\n", `diskprobe.yml:4: targets[0].limits.iops: must be greater than 0, got 0`},
+		{"iops not a number", "targets:\n  - name: a\n    path: /tmp\n    limits: {iops: fast}\n", `diskprobe.yml:4: targets[0].limits.iops: expected a number of operations per second, got "fast"`},
+		{"zero bandwidth", "targets:\n  - name: a\n    path: /tmp\n    limits: {bandwidth: 0}\n", `diskprobe.yml:4: targets[0].limits.bandwidth: must be greater than 0`},
+		{"bandwidth under one block", "targets:\n  - name: a\n    path: /tmp\n    seqread: {}\n    limits: {bandwidth: 512KiB}\n", `diskprobe.yml:2: targets[0].limits.bandwidth: 512KiB per second is less than one seqread block (1MiB): the probe could never run`},
+		{"timeout under 1s", "targets:\n  - name: a\n    path: /tmp\n    limits: {timeout: 100ms}\n", `diskprobe.yml:4: targets[0].limits.timeout: must be at least 1s, got 100ms`},
+		{"probe as a list", "targets:\n  - name: a\n    path: /tmp\n    fsync: [1, 2]\n", `diskprobe.yml:4: targets[0].fsync: expected a mapping, got a list`},
+		{"name as a mapping", "targets:\n  - name: {a: b}\n    path: /tmp\n", `diskprobe.yml:2: targets[0].name: expected a string, got a mapping`},
+		{"yaml syntax error", "targets:\n  - name: a\n   path: /tmp\n", `diskprobe.yml:1: invalid YAML: did not find expected '-' indicator`},
+		{"tab indentation", "targets:\n\t- name: a\n", `diskprobe.yml:2: invalid YAML: found character that cannot start any token`},
+	}
+	if len(cases) < 20 {
+		t.Fatalf("only %d bad configs", len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(writeConfig(t, dir, c.body))
+			if err == nil {
+				t.Fatalf("config accepted:\n%s", c.body)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error\n  %s\ndoes not contain\n  %s", err, c.want)
+			}
+		})
+	}
+}
+
+func TestResolveRefusesWhatIsNotOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain")
+	os.WriteFile(file, nil, 0o600)
+	cases := []struct{ name, body, want string }{
+		{"missing path", "targets:\n  - name: a\n    path: " + dir + "/nope\n", "diskprobe.yml:2: targets[0].path: " + dir + "/nope does not exist"},
+		{"regular file", "targets:\n  - name: a\n    path: " + file + "\n", "targets[0].path: " + file + " is neither a directory nor a block device"},
+		{"character device", "targets:\n  - name: a\n    path: /dev/null\n", "/dev/null is neither a directory nor a block device"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(writeConfig(t, dir, c.body))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestEveryErrorOfAFileIsReportedAtOnce(t *testing.T) {
+	body := "targets:\n  - name: a\n    path: /tmp\n    fsync: {interval: 1ms}\n  - name: b b\n    path: /var\n    limits: {iops: -1}\n"
+	_, err := Parse([]byte(body), "x.yml")
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"x.yml:4: targets[0].fsync.interval", "x.yml:5: targets[1].name", "x.yml:7: targets[1].limits.iops"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in\n%s", want, err)
+		}
+	}
+}
+
+func TestDefaultsFollowTheDesign(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := Load(writeConfig(t, dir, "targets:\n  - name: dir\n    path: .\n  - name: tuned\n    path: /tmp\n    fsync: {}\n    seqwrite:\n    limits: {iops: 100}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Targets[0]
+	if d.Path != dir || d.Kind != KindDirectory {
+		t.Errorf("relative path resolved to %q (%s), want %q", d.Path, d.Kind, dir)
+	}
+	if got := d.Probes(); strings.Join(got, ",") != "fsync,randread,seqread" {
+		t.Errorf("directory default probes %v", got)
+	}
+	if *d.Fsync != (FsyncConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 2300, FileSize: 64 * MiB}) {
+		t.Errorf("fsync defaults %+v", *d.Fsync)
+	}
+	if *d.Randread != (RandreadConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 4 * KiB, FileSize: 256 * MiB}) {
+		t.Errorf("randread defaults %+v", *d.Randread)
+	}
+	if *d.Seqread != (SequentialConfig{Interval: 10 * time.Minute, Bytes: 64 * MiB, BlockSize: MiB}) {
+		t.Errorf("seqread defaults %+v", *d.Seqread)
+	}
+	if d.Limits != (Limits{IOPS: 200, Bandwidth: 50 * MiB, Timeout: 30 * time.Second, MinFree: GiB}) {
+		t.Errorf("limit defaults %+v", d.Limits)
+	}
+	tuned := cfg.Targets[1]
+	if got := tuned.Probes(); strings.Join(got, ",") != "fsync,seqwrite" {
+		t.Errorf("explicit probes %v: a present key turns a probe on, absent keys stay off", got)
+	}
+	if *tuned.Seqwrite != DefaultSeqwrite || tuned.Limits.IOPS != 100 || tuned.Limits.Bandwidth != 50*MiB {
+		t.Errorf("partial keys did not keep the other defaults: %+v %+v", *tuned.Seqwrite, tuned.Limits)
+	}
+}
+
+func TestSizesAndDurationsParse(t *testing.T) {
+	cfg, err := Parse([]byte("targets:\n  - name: a\n    path: /tmp\n    randread: {interval: 1m30s, block_size: 8KiB, file_size: 1GiB}\n    seqread: {bytes: 1048576, block_size: 512KiB}\n    limits: {iops: 12.5, bandwidth: 10MiB, min_free: 0}\n"), "x.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := cfg.Targets[0]
+	if tg.Randread.Interval != 90*time.Second || tg.Randread.BlockSize != 8192 || tg.Randread.FileSize != GiB {
+		t.Errorf("randread %+v", *tg.Randread)
+	}
+	if tg.Seqread.Bytes != MiB || tg.Seqread.BlockSize != 512*KiB {
+		t.Errorf("seqread %+v", *tg.Seqread)
+	}
+	if tg.Limits.IOPS != 12.5 || tg.Limits.Bandwidth != 10*MiB || tg.Limits.MinFree != 0 {
+		t.Errorf("limits %+v", tg.Limits)
+	}
+}
+
+func TestWriteProbesAreRefusedOnBlockDevices(t *testing.T) {
+	dev := findBlockDevice(t)
+	_, err := Load(writeConfig(t, t.TempDir(), "targets:\n  - name: a\n    path: "+dev+"\n    fsync: {}\n    seqwrite: {}\n"))
+	if err == nil {
+		t.Fatal("write probes accepted on a block device")
+	}
+	for _, want := range []string{"targets[0].fsync: " + dev + " is a block device: write probes are refused", "targets[0].seqwrite: "} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in %v", want, err)
+		}
+	}
+	cfg, err := Load(writeConfig(t, t.TempDir(), "targets:\n  - name: a\n    path: "+dev+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Targets[0].Probes(); cfg.Targets[0].Kind != KindBlockDevice || strings.Join(got, ",") != "randread,seqread" {
+		t.Errorf("block device defaults: kind %s probes %v", cfg.Targets[0].Kind, got)
+	}
+}
+
+// findBlockDevice returns any block device node; reading its metadata touches nothing.
+func findBlockDevice(t *testing.T) string {
+	entries, _ := os.ReadDir("/dev")
+	for _, e := range entries {
+		p := "/dev/" + e.Name()
+		if fi, err := os.Stat(p); err == nil && fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0 {
+			return p
+		}
+	}
+	t.Skip("no block device node in /dev")
+	return ""
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"2300": 2300, "4KiB": 4096, "64MiB": 64 << 20, "1GiB": 1 << 30, "1TiB": 1 << 40, "10 MiB": 10 << 20, "512B": 512} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "1.5MiB", "64MB", "-1", "1KB", "99999999999TiB", "MiB"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
+	}
+	for _, n := range []int64{2300, 4096, 64 << 20, 1 << 30} {
+		if got, _ := ParseSize(FormatSize(n)); got != n {
+			t.Errorf("FormatSize(%d) = %q does not round-trip", n, FormatSize(n))
+		}
+	}
+}
+
+func TestExampleConfigIsValid(t *testing.T) {
+	os.MkdirAll("../data", 0o755)
+	cfg, err := Load("../examples/diskprobe.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Targets) == 0 {
+		t.Fatal("example has no targets")
+	}
+}
