@@ -243,11 +243,17 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 	}
 	root := repoRoot(t)
 	start := time.Now().Add(-time.Second)
+	phaseStart := time.Now()
+	phase := func(done string) {
+		t.Logf("%s: %.1fs", done, time.Since(phaseStart).Seconds())
+		phaseStart = time.Now()
+	}
 
 	// --- make package: both formats, from git describe.
 	run(t, root, 10*time.Minute, "make", "package")
 	deb := newestPackage(t, filepath.Join(root, "dist"), ".deb", start)
 	rpmFile := newestPackage(t, filepath.Join(root, "dist"), ".rpm", start)
+	phase("make package")
 	debVersion := strings.TrimSpace(run(t, root, time.Minute, "dpkg-deb", "-f", deb, "Version"))
 	version, ok := strings.CutSuffix(debVersion, "-1")
 	if !ok || !regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+([~+][0-9A-Za-z.~+]+)?$`).MatchString(version) {
@@ -285,6 +291,7 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 		}
 	})
 	run(t, root, 5*time.Minute, "dpkg", "-i", deb)
+	phase("dpkg -i")
 
 	u, err := user.Lookup("diskprobe")
 	if err != nil {
@@ -343,12 +350,16 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
     path: %s
     randread: {interval: 1s, ops: 5}
 `, stateDir, extra, loop))
-	runAsUnit(t, asDiskprobe, testConfig, map[string]string{
+	metrics := runAsUnit(t, asDiskprobe, testConfig, map[string]string{
 		`diskprobe_fdatasync_duration_seconds_count{target="state"}`: "fsync probe on the state directory",
 		`diskprobe_read_duration_seconds_count{target="state"}`:      "randread probe on the state directory",
 		`diskprobe_read_duration_seconds_count{target="loop"}`:       "randread probe on the loop device, through the disk group",
 		`diskprobe_fdatasync_duration_seconds_count{target="extra"}`: "fsync probe on a directory added with a local config edit",
 	})
+	if !regexp.MustCompile(`(?m)^diskprobe_exporter_build_info\{[^}]*version="` + regexp.QuoteMeta(version) + `"[^}]*\} 1$`).MatchString(metrics) {
+		t.Errorf("diskprobe_exporter_build_info does not carry the package version %s", version)
+	}
+	phase("installed exporter run as diskprobe")
 	checkProbeFiles(t, filepath.Join(stateDir, ".diskprobe"), uid)
 	checkProbeFiles(t, filepath.Join(extra, ".diskprobe"), uid)
 
@@ -388,7 +399,9 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 	run(t, root, 10*time.Minute, "make", "package", "PACKAGE_VERSION="+upVersion, "DIST="+dist2)
 	deb2 := newestPackage(t, dist2, ".deb", start)
 	run(t, root, time.Minute, "dpkg", "--compare-versions", upVersion+"-1", "gt", debVersion)
+	phase("make package (upgrade)")
 	run(t, root, 5*time.Minute, "dpkg", "-i", deb2)
+	phase("dpkg -i (upgrade)")
 	if got := strings.TrimSpace(run(t, "/", time.Minute, "dpkg-query", "-W", "-f", "${Version}", pkgName)); got != upVersion+"-1" {
 		t.Errorf("after upgrade dpkg has %s, want %s-1", got, upVersion)
 	}
@@ -405,8 +418,29 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 		t.Errorf("upgrade changed the diskprobe user: %v %v", u2, err)
 	}
 
+	// --- Remove: the program goes; configuration, state, probe files and user stay.
+	run(t, "/", 5*time.Minute, "dpkg", "--remove", pkgName)
+	if st := run(t, "/", time.Minute, "dpkg-query", "-W", "-f", "${Status}", pkgName); st != "deinstall ok config-files" {
+		t.Errorf("after remove dpkg says %q, want config-files", st)
+	}
+	for _, f := range files {
+		_, err := os.Lstat(f.path)
+		if f.conffile != (err == nil) {
+			t.Errorf("after remove %s: %v (a conffile stays until purge, anything else goes)", f.path, err)
+		}
+	}
+	for _, p := range []string{stateDir, filepath.Join(extra, ".diskprobe")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("remove (not purge) deleted %s: %v", p, err)
+		}
+	}
+	if got, err := os.ReadFile(configYML); err != nil || !bytes.Equal(got, edited) {
+		t.Errorf("remove changed the edited %s (err %v)", configYML, err)
+	}
+
 	// --- Purge: everything of ours goes, except the system user (Debian policy keeps it).
 	run(t, "/", 5*time.Minute, "dpkg", "--purge", pkgName)
+	phase("dpkg --remove, --purge")
 	if st, err := runErr("/", time.Minute, nil, "dpkg-query", "-W", "-f", "${Status}", pkgName); err == nil && !strings.Contains(st, "not-installed") {
 		t.Errorf("after purge dpkg still knows %s: %s", pkgName, st)
 	}
@@ -729,7 +763,7 @@ func (s *syncBuffer) String() string {
 // supplementary group disk, no capabilities, no new privileges, umask 0077, a bare
 // environment), scrapes it on a loopback port until every series in want has grown, and
 // stops it by its pid.
-func runAsUnit(t *testing.T, asDiskprobe []string, config string, want map[string]string) {
+func runAsUnit(t *testing.T, asDiskprobe []string, config string, want map[string]string) (lastScrape string) {
 	t.Helper()
 	port := freePort(t)
 	args := append([]string{"-c", `umask 0077 && exec "$@"`, "sh"}, asDiskprobe...)
@@ -806,6 +840,7 @@ func runAsUnit(t *testing.T, asDiskprobe []string, config string, want map[strin
 		t.Logf("last scrape:\n%s\nexporter log:\n%s", strings.Join(relevant, "\n"), log.String())
 	}
 	stop()
+	return last
 }
 
 func freePort(t *testing.T) string {
