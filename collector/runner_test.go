@@ -1,0 +1,315 @@
+package collector
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/probe"
+)
+
+// fakeClock moves only when the test says so.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at    time.Time
+	c     chan time.Time
+	fired bool
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+func (t *fakeTimer) Stop() bool          { return true }
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) NewTimer(d time.Duration) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{at: c.now.Add(d), c: make(chan time.Time, 1)}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// waiting reports how many timers are armed and not yet fired.
+func (c *fakeClock) waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.fired {
+			n++
+		}
+	}
+	return n
+}
+
+// Advance moves time by d in steps, firing timers as they come due, and waits after
+// each firing until the schedule loops have armed their next timer.
+func (c *fakeClock) Advance(t *testing.T, d, step time.Duration, loops int) {
+	t.Helper()
+	for end := c.Now().Add(d); c.Now().Before(end); {
+		c.waitArmed(t, loops)
+		c.mu.Lock()
+		c.now = c.now.Add(step)
+		for _, tm := range c.timers {
+			if !tm.fired && !tm.at.After(c.now) {
+				tm.fired = true
+				tm.c <- c.now
+			}
+		}
+		c.mu.Unlock()
+	}
+	c.waitArmed(t, loops)
+}
+
+func (c *fakeClock) waitArmed(t *testing.T, loops int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.waiting() < loops {
+		if time.Now().After(deadline) {
+			t.Fatalf("schedule loops did not re-arm their timers (%d of %d)", c.waiting(), loops)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// fakeProber records when rounds start; it can be made to block like a stuck disk.
+type fakeProber struct {
+	clock   *fakeClock
+	mu      sync.Mutex
+	starts  []time.Time
+	block   chan struct{} // when non-nil, Round waits for it to close
+	sleep   time.Duration // real time each round takes, so overlaps would show
+	active  *atomic.Int32 // rounds running now, shared between probers on one disk
+	maxSeen *atomic.Int32
+}
+
+func (p *fakeProber) Round(ctx context.Context, env *probe.Env) (probe.Result, error) {
+	if n := p.active.Add(1); n > p.maxSeen.Load() {
+		p.maxSeen.Store(n)
+	}
+	defer p.active.Add(-1)
+	p.mu.Lock()
+	p.starts = append(p.starts, p.clock.Now())
+	block := p.block
+	p.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	time.Sleep(p.sleep)
+	return probe.Result{Ops: 1, Bytes: 2300}, nil
+}
+
+func (p *fakeProber) Close() error { return nil }
+
+func (p *fakeProber) rounds() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.starts...)
+}
+
+func testTarget(name string, interval time.Duration) config.Target {
+	f := config.DefaultFsync
+	f.Interval = interval
+	return config.Target{Name: name, Path: "/nonexistent/" + name, Kind: config.KindDirectory, Fsync: &f, Limits: config.DefaultLimits}
+}
+
+func startFakeRunner(t *testing.T, m *Metrics, clock *fakeClock, tg config.Target, lock chan struct{}, fp *fakeProber) *runner {
+	t.Helper()
+	r := newRunner(tg, device.Info{}, false, device.Paths{}, lock, m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, pr := range r.probes {
+		pr.build = func(*runner) (probe.Prober, error) { return fp, nil }
+	}
+	r.start()
+	return r
+}
+
+func newFakeProber(clock *fakeClock) *fakeProber {
+	return &fakeProber{clock: clock, active: new(atomic.Int32), maxSeen: new(atomic.Int32)}
+}
+
+func TestRoundIntervalsStayWithinTenPercentJitter(t *testing.T) {
+	clock := newFakeClock()
+	m := NewMetrics(prometheus.NewRegistry())
+	fp := newFakeProber(clock)
+	r := startFakeRunner(t, m, clock, testTarget("a", 10*time.Second), make(chan struct{}, 1), fp)
+	defer r.stop(time.After(time.Second))
+
+	clock.Advance(t, 10*time.Minute, 100*time.Millisecond, 1)
+	waitRounds(t, fp, 50)
+	starts := fp.rounds()
+	var lo, hi time.Duration = time.Hour, 0
+	for i := 1; i < len(starts); i++ {
+		d := starts[i].Sub(starts[i-1])
+		lo, hi = min(lo, d), max(hi, d)
+		if d < 9*time.Second-100*time.Millisecond || d > 11*time.Second+100*time.Millisecond {
+			t.Errorf("round %d came %v after the previous one; want 10s ±10%%", i, d)
+		}
+	}
+	if hi-lo < 200*time.Millisecond {
+		t.Errorf("intervals between %v and %v: no jitter", lo, hi)
+	}
+	if got := testutil.ToFloat64(m.runs.WithLabelValues("a", "fsync")); int(got) != len(starts) {
+		t.Errorf("probe_runs_total = %v, rounds run %d", got, len(starts))
+	}
+}
+
+func waitRounds(t *testing.T, fp *fakeProber, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(fp.rounds()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d rounds ran, want at least %d", len(fp.rounds()), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestRoundsDueWhileAnOperationIsStuckAreSkippedAndCounted(t *testing.T) {
+	clock := newFakeClock()
+	m := NewMetrics(prometheus.NewRegistry())
+	fp := newFakeProber(clock)
+	fp.block = make(chan struct{})
+	before := runtime.NumGoroutine()
+	r := startFakeRunner(t, m, clock, testTarget("stuck", time.Second), make(chan struct{}, 1), fp)
+
+	clock.Advance(t, 30*time.Second, 100*time.Millisecond, 1)
+	if got := len(fp.rounds()); got != 1 {
+		t.Fatalf("%d rounds started while the first was stuck; at most one operation may be outstanding", got)
+	}
+	skipped := testutil.ToFloat64(m.skipped.WithLabelValues("stuck", "fsync", SkipInflight))
+	if skipped < 25 || skipped > 31 {
+		t.Errorf("skipped{reason=inflight} = %v over 30 rounds due while stuck", skipped)
+	}
+	if g := runtime.NumGoroutine(); g > before+2 {
+		t.Errorf("goroutines grew from %d to %d while stuck: rounds must not pile up", before, g)
+	}
+
+	close(fp.block) // the I/O returns
+	clock.Advance(t, 5*time.Second, 100*time.Millisecond, 1)
+	waitRounds(t, fp, 3)
+
+	r.stop(time.After(time.Second))
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > before {
+		t.Errorf("%d goroutines after stop, %d before start: the runner leaked", g, before)
+	}
+}
+
+func TestStopDoesNotWaitForAStuckOperation(t *testing.T) {
+	clock := newFakeClock()
+	m := NewMetrics(prometheus.NewRegistry())
+	fp := newFakeProber(clock)
+	fp.block = make(chan struct{})
+	defer close(fp.block)
+	r := startFakeRunner(t, m, clock, testTarget("hung", time.Second), make(chan struct{}, 1), fp)
+	clock.Advance(t, 3*time.Second, 100*time.Millisecond, 1)
+	start := time.Now()
+	if r.stop(time.After(200 * time.Millisecond)) {
+		t.Error("stop reported the worker finished while its operation was stuck")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("stop took %v with a stuck operation", d)
+	}
+}
+
+func TestTargetsOnTheSameDiskNeverOverlap(t *testing.T) {
+	clock := newFakeClock()
+	m := NewMetrics(prometheus.NewRegistry())
+	disk := make(chan struct{}, 1)
+	active, maxSeen := new(atomic.Int32), new(atomic.Int32)
+	var runners []*runner
+	var probers []*fakeProber
+	for _, name := range []string{"p1", "p2", "p3"} {
+		fp := &fakeProber{clock: clock, active: active, maxSeen: maxSeen, sleep: 3 * time.Millisecond}
+		probers = append(probers, fp)
+		runners = append(runners, startFakeRunner(t, m, clock, testTarget(name, time.Second), disk, fp))
+	}
+	enough := func() bool {
+		for _, fp := range probers {
+			if len(fp.rounds()) < 10 {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < 300 && !enough(); i++ {
+		clock.Advance(t, time.Second, 50*time.Millisecond, 3)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !enough() {
+		t.Fatal("targets sharing a disk starved each other")
+	}
+	for _, r := range runners {
+		r.stop(time.After(time.Second))
+	}
+	if maxSeen.Load() != 1 {
+		t.Errorf("%d rounds ran at once on one disk", maxSeen.Load())
+	}
+}
+
+func TestBudgetHoldsTheOperationRate(t *testing.T) {
+	l := config.DefaultLimits
+	l.IOPS = 200
+	b := NewBudget(l, 2300)
+	ctx := context.Background()
+	start := time.Now()
+	// burst (20) + 40 more at 200/s: at least 200 ms.
+	for range 60 {
+		if err := b.Wait(ctx, 2300); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d < 190*time.Millisecond {
+		t.Errorf("60 operations at 200/s with a burst of 20 took %v; the limit did not hold", d)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := b.Wait(ctx, 2300); err == nil {
+		t.Error("Wait ignored a cancelled context")
+	}
+}
+
+func TestMetricNamesComeFromTheRegisteredCollectors(t *testing.T) {
+	names := map[string]bool{}
+	for _, n := range MetricNames() {
+		names[n] = true
+	}
+	for _, want := range []string{
+		"diskprobe_fdatasync_duration_seconds", "diskprobe_write_duration_seconds", "diskprobe_read_duration_seconds",
+		"diskprobe_sequential_bytes_total", "diskprobe_sequential_duration_seconds_total", "diskprobe_sequential_throughput_bytes_per_second",
+		"diskprobe_probe_runs_total", "diskprobe_probe_errors_total", "diskprobe_probe_skipped_total",
+		"diskprobe_probe_last_success_timestamp_seconds", "diskprobe_probe_inflight_seconds",
+		"diskprobe_probe_io_operations_total", "diskprobe_probe_io_bytes_total",
+		"diskprobe_device_busy_ratio", "diskprobe_device_other_iops", "diskprobe_target_info",
+		"diskprobe_config_last_reload_successful", "diskprobe_config_last_reload_success_timestamp_seconds",
+		"diskprobe_exporter_build_info",
+	} {
+		if !names[want] {
+			t.Errorf("DESIGN.md metric %s is not registered", want)
+		}
+	}
+}
