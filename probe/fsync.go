@@ -70,7 +70,7 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 			return res, fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, p.opts.Dir, p.opts.MinFree>>20)
 		}
 	}
-	if p.f != nil && !stillLinked(p.fd, p.path) {
+	if p.f != nil && !stillLinked(p.fd) {
 		p.Close() // the directory was replaced: start a new file in the new one
 	}
 	for range p.opts.Ops {

@@ -79,6 +79,9 @@ func NewProbeFile(targetDir string, size, minFree, fallbackAlign int64) (*ReadSo
 	if err != nil {
 		return nil, err
 	}
+	if fallbackAlign <= 0 {
+		fallbackAlign = 512 // refined by statx once the file is open
+	}
 	return &ReadSource{
 		path:  filepath.Join(dir, "read.probe"),
 		fd:    -1,
@@ -98,7 +101,7 @@ func (s *ReadSource) Ready() bool { return s.fd >= 0 }
 // ready is Ready for the read rounds: a prepared file that was deleted or replaced under
 // us (target directory recreated) goes back to preparation.
 func (s *ReadSource) ready() bool {
-	if s.fd >= 0 && s.prep != nil && !stillLinked(s.fd, s.path) {
+	if s.fd >= 0 && s.prep != nil && !stillLinked(s.fd) {
 		unix.Close(s.fd)
 		s.fd = -1
 		s.abort()
