@@ -1,0 +1,289 @@
+// Package e2e runs the real exporter binary through the failures a disk prober meets in
+// the field: frozen and throttled filesystems, full disks, vanishing mounts, hostile
+// files, bad reloads, crashes, hostile clients. Most tests need root and a real kernel
+// (internal/testenv); they skip with a reason otherwise.
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+)
+
+// families is one parsed scrape.
+type families = map[string]*dto.MetricFamily
+
+func value(f families, name string, labels ...string) float64 {
+	v, _ := testenv.Value(f, name, labelMap(labels))
+	return v
+}
+
+func labelMap(kv []string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// runs, errs, skipped and lastSuccess read the per-probe counters of the contract.
+func runs(f families, target, probe string) float64 {
+	return value(f, "diskprobe_probe_runs_total", "target", target, "probe", probe)
+}
+
+func errs(f families, target, probe string) float64 {
+	return value(f, "diskprobe_probe_errors_total", "target", target, "probe", probe)
+}
+
+func skipped(f families, target, probe, reason string) float64 {
+	return value(f, "diskprobe_probe_skipped_total", "target", target, "probe", probe, "reason", reason)
+}
+
+func lastSuccess(f families, target, probe string) float64 {
+	return value(f, "diskprobe_probe_last_success_timestamp_seconds", "target", target, "probe", probe)
+}
+
+func inflight(f families, target, probe string) float64 {
+	return value(f, "diskprobe_probe_inflight_seconds", "target", target, "probe", probe)
+}
+
+// histogram is the classic buckets of one histogram series: upper bound → cumulative count.
+type histogram struct {
+	count   uint64
+	buckets map[float64]uint64
+}
+
+func histogramOf(f families, name, target string) histogram {
+	h := histogram{buckets: map[float64]uint64{}}
+	fam, ok := f[name]
+	if !ok {
+		return h
+	}
+	for _, m := range fam.GetMetric() {
+		match := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "target" && l.GetValue() == target {
+				match = true
+			}
+		}
+		if !match || m.GetHistogram() == nil {
+			continue
+		}
+		h.count = m.GetHistogram().GetSampleCount()
+		for _, b := range m.GetHistogram().GetBucket() {
+			h.buckets[b.GetUpperBound()] = b.GetCumulativeCount()
+		}
+	}
+	return h
+}
+
+// sub is the samples observed between two scrapes.
+func (h histogram) sub(earlier histogram) histogram {
+	d := histogram{count: h.count - earlier.count, buckets: map[float64]uint64{}}
+	for le, c := range h.buckets {
+		d.buckets[le] = c - earlier.buckets[le]
+	}
+	return d
+}
+
+// quantile estimates a quantile from the classic buckets the way PromQL's
+// histogram_quantile does (linear interpolation inside the bucket).
+func (h histogram) quantile(q float64) float64 {
+	if h.count == 0 {
+		return math.NaN()
+	}
+	les := make([]float64, 0, len(h.buckets))
+	for le := range h.buckets {
+		les = append(les, le)
+	}
+	sort.Float64s(les)
+	rank := q * float64(h.count)
+	prevLE, prevCount := 0.0, 0.0
+	for _, le := range les {
+		c := float64(h.buckets[le])
+		if c >= rank {
+			if c == prevCount {
+				return le
+			}
+			return prevLE + (le-prevLE)*(rank-prevCount)/(c-prevCount)
+		}
+		prevLE, prevCount = le, c
+	}
+	return math.Inf(1)
+}
+
+// observation is one scrape taken by a watcher.
+type observation struct {
+	at      time.Time
+	latency time.Duration
+	err     error
+	f       families
+}
+
+// watcher scrapes an exporter at a fixed period in the background and keeps every result,
+// so a test can look at what an operator's Prometheus would have seen all along.
+type watcher struct {
+	mu   sync.Mutex
+	obs  []observation
+	stop chan struct{}
+	done chan struct{}
+}
+
+func watch(e *testenv.Exporter, period, timeout time.Duration) *watcher {
+	w := &watcher{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			at := time.Now()
+			f, lat, err := e.Scrape(timeout)
+			w.mu.Lock()
+			w.obs = append(w.obs, observation{at: at, latency: lat, err: err, f: f})
+			w.mu.Unlock()
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+// Stop ends the watcher and returns everything it saw.
+func (w *watcher) Stop() []observation {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]observation(nil), w.obs...)
+}
+
+// between are the observations taken in [from, to).
+func between(obs []observation, from, to time.Time) []observation {
+	var out []observation
+	for _, o := range obs {
+		if !o.at.Before(from) && o.at.Before(to) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// waitMetric scrapes until cond holds on a scrape, and returns that scrape.
+func waitMetric(t *testing.T, e *testenv.Exporter, timeout time.Duration, what string, cond func(families) bool) families {
+	t.Helper()
+	var last families
+	testenv.WaitFor(t, timeout, what, func() bool {
+		f, _, err := e.Scrape(5 * time.Second)
+		if err != nil {
+			return false
+		}
+		last = f
+		return cond(f)
+	})
+	return last
+}
+
+// logLines are the lines of the exporter's log that contain every one of parts.
+func logLines(e *testenv.Exporter, parts ...string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(e.Log.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+next:
+	for sc.Scan() {
+		for _, p := range parts {
+			if !strings.Contains(sc.Text(), p) {
+				continue next
+			}
+		}
+		out = append(out, sc.Text())
+	}
+	return out
+}
+
+// alive fails the test when the exporter process has exited.
+func alive(t *testing.T, e *testenv.Exporter) {
+	t.Helper()
+	select {
+	case <-e.Done():
+		t.Fatalf("the exporter exited: %v", e.Cmd.ProcessState)
+	default:
+	}
+}
+
+// mkdirs makes a fresh directory per name under a temporary directory.
+func mkdirs(t *testing.T, names ...string) map[string]string {
+	t.Helper()
+	base := t.TempDir()
+	out := map[string]string{}
+	for _, n := range names {
+		p := filepath.Join(base, n)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out[n] = p
+	}
+	return out
+}
+
+// probeHeader reads the first line block of a probe file the way an operator would: the
+// text header our files start with.
+func probeHeader(t *testing.T, path string) string {
+	t.Helper()
+	b := make([]byte, 4096)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n, _ := f.Read(b)
+	return strings.TrimRight(string(b[:n]), "\x00")
+}
+
+// firstHole is where SEEK_HOLE finds the first hole (the file size when there is none).
+func firstHole(t *testing.T, path string) (hole, size int64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hole, err = unix.Seek(int(f.Fd()), 0, unix.SEEK_HOLE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hole, fi.Size()
+}
+
+func freeBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var s unix.Statfs_t
+	if err := unix.Statfs(dir, &s); err != nil {
+		t.Fatal(err)
+	}
+	return int64(s.Bavail) * int64(s.Bsize)
+}
+
+func fmtDur(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
