@@ -286,4 +286,6 @@ func freeBytes(t *testing.T, dir string) int64 {
 	return int64(s.Bavail) * int64(s.Bsize)
 }
 
-func fmtDur(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+}
