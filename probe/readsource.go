@@ -50,7 +50,7 @@ type preparation struct {
 	targetDir string
 	size      int64
 	minFree   int64
-	chunk     []byte // aligned write buffer
+	chunk     []byte // aligned write buffer, held only while preparing
 	rng       *rand.ChaCha8
 	wfd       int // O_DIRECT write descriptor while writing; -1 otherwise
 	off       int64
@@ -75,10 +75,6 @@ func NewProbeFile(targetDir string, size, minFree, fallbackAlign int64) (*ReadSo
 	if err != nil {
 		return nil, err
 	}
-	chunk, err := alignedBuffer(prepareBlock)
-	if err != nil {
-		return nil, err
-	}
 	if fallbackAlign <= 0 {
 		fallbackAlign = 512 // refined by statx once the file is open
 	}
@@ -88,7 +84,7 @@ func NewProbeFile(targetDir string, size, minFree, fallbackAlign int64) (*ReadSo
 		start: HeaderSize,
 		end:   HeaderSize + size,
 		align: fallbackAlign,
-		prep:  &preparation{targetDir: targetDir, size: HeaderSize + size, minFree: minFree, chunk: chunk, rng: newRNG(), wfd: -1},
+		prep:  &preparation{targetDir: targetDir, size: HeaderSize + size, minFree: minFree, rng: newRNG(), wfd: -1},
 	}, nil
 }
 
@@ -140,6 +136,13 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 			return res, false, err
 		}
 	}
+	if p.chunk == nil {
+		chunk, err := alignedBuffer(prepareBlock)
+		if err != nil {
+			return res, false, err
+		}
+		p.chunk = chunk
+	}
 	for written := 0; written < PrepareChunk && p.off < p.size; written += len(p.chunk) {
 		if err := env.Budget.Wait(ctx, len(p.chunk)); err != nil {
 			return res, false, err
@@ -163,6 +166,7 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 		s.abort()
 		return res, false, err
 	}
+	s.releaseChunk()
 	return res, true, nil
 }
 
@@ -251,6 +255,14 @@ func (s *ReadSource) abort() {
 		s.prep.wfd = -1
 	}
 	s.prep.off = 0
+	s.releaseChunk()
+}
+
+// releaseChunk returns the preparation buffer: with many targets, 1 MiB each would
+// dominate the exporter's memory for the rest of its life.
+func (s *ReadSource) releaseChunk() {
+	freeBuffer(s.prep.chunk)
+	s.prep.chunk = nil
 }
 
 func (s *ReadSource) openForReads() error {
@@ -281,8 +293,6 @@ func (s *ReadSource) randomOffset(rng *rand.Rand, n int64) int64 {
 func (s *ReadSource) Close() error {
 	if s.prep != nil {
 		s.abort()
-		freeBuffer(s.prep.chunk)
-		s.prep.chunk = nil
 	}
 	if s.fd >= 0 {
 		unix.Close(s.fd)

@@ -15,10 +15,10 @@ import (
 // offset, wrapping at the end. Its throughput is bytes over the time inside the reads:
 // the waits of the rate limit are not the disk's.
 type Seqread struct {
-	src   *ReadSource
-	bytes int64
-	buf   []byte
-	rng   *rand.Rand
+	src       *ReadSource
+	bytes     int64
+	blockSize int
+	rng       *rand.Rand
 }
 
 // NewSeqread reads src.
@@ -26,23 +26,25 @@ func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
 	if err := src.checkBlockSize("seqread", int64(blockSize)); err != nil {
 		return nil, err
 	}
-	buf, err := alignedBuffer(blockSize)
-	if err != nil {
-		return nil, err
-	}
-	return &Seqread{src: src, bytes: bytes, buf: buf, rng: rand.New(newRNG())}, nil
+	return &Seqread{src: src, bytes: bytes, blockSize: blockSize, rng: rand.New(newRNG())}, nil
 }
 
-// Round reads the configured number of bytes.
+// Round reads the configured number of bytes. The buffer lives for the round only: a
+// 1 MiB block per target would otherwise stay resident between rounds minutes apart.
 func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if !p.src.ready() {
 		return res, ErrNotPrepared
 	}
-	bs := int64(len(p.buf))
+	buf, err := alignedBuffer(p.blockSize)
+	if err != nil {
+		return res, err
+	}
+	defer freeBuffer(buf)
+	bs := int64(len(buf))
 	off := p.src.randomOffset(p.rng, bs)
 	for res.Bytes < p.bytes {
-		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
+		if err := env.Budget.Wait(ctx, len(buf)); err != nil {
 			return res, err
 		}
 		if off+bs > p.src.end {
@@ -50,11 +52,11 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 		}
 		t0 := time.Now()
 		env.Inflight.begin(t0)
-		n, err := unix.Pread(p.src.fd, p.buf, off)
+		n, err := unix.Pread(p.src.fd, buf, off)
 		d := time.Since(t0)
 		env.Inflight.end()
-		if err == nil && n != len(p.buf) {
-			err = fmt.Errorf("short read at offset %d: %d of %d bytes", off, n, len(p.buf))
+		if err == nil && n != len(buf) {
+			err = fmt.Errorf("short read at offset %d: %d of %d bytes", off, n, len(buf))
 		}
 		if err != nil {
 			return res, &os.PathError{Op: "read", Path: p.src.path, Err: err}
@@ -67,12 +69,8 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 	return res, nil
 }
 
-// Close frees the buffer.
-func (p *Seqread) Close() error {
-	freeBuffer(p.buf)
-	p.buf = nil
-	return nil
-}
+// Close has nothing to release: the source is closed by its owner.
+func (p *Seqread) Close() error { return nil }
 
 // Seqwrite writes `bytes` in block_size O_DIRECT writes into its own file, sequentially
 // from a random aligned offset, and ends with one fdatasync inside the timing. It only
@@ -84,7 +82,7 @@ type Seqwrite struct {
 	fallback  int64
 	fd        int
 	align     int64
-	buf       []byte
+	blockSize int
 	rng       *rand.Rand
 	fill      *rand.ChaCha8
 }
@@ -101,13 +99,8 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 	if fallbackAlign > 0 && int64(blockSize)%fallbackAlign != 0 {
 		return nil, fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d", blockSize, fallbackAlign)
 	}
-	buf, err := alignedBuffer(blockSize)
-	if err != nil {
-		return nil, err
-	}
-	fill := newRNG()
 	return &Seqwrite{dir: targetDir, path: filepath.Join(dir, "seqwrite.probe"), bytes: bytes, minFree: minFree,
-		fallback: fallbackAlign, fd: -1, buf: buf, rng: rand.New(newRNG()), fill: fill}, nil
+		fallback: fallbackAlign, fd: -1, blockSize: blockSize, rng: rand.New(newRNG()), fill: newRNG()}, nil
 }
 
 // Round writes the configured number of bytes and fdatasyncs.
@@ -129,27 +122,32 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	if err := p.open(); err != nil {
 		return res, err
 	}
-	bs := int64(len(p.buf))
+	buf, err := alignedBuffer(p.blockSize) // for the round only, as Seqread's
+	if err != nil {
+		return res, err
+	}
+	defer freeBuffer(buf)
+	bs := int64(len(buf))
 	start, end := int64(HeaderSize), HeaderSize+p.bytes
 	off := start
 	if slots := (end - start - bs) / p.align; slots > 0 {
 		off = start + p.rng.Int64N(slots+1)*p.align
 	}
 	for res.Bytes < p.bytes {
-		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
+		if err := env.Budget.Wait(ctx, len(buf)); err != nil {
 			return res, err
 		}
 		if off+bs > end {
 			off = start
 		}
-		p.fill.Read(p.buf)
+		p.fill.Read(buf)
 		t0 := time.Now()
 		env.Inflight.begin(t0)
-		n, err := unix.Pwrite(p.fd, p.buf, off)
+		n, err := unix.Pwrite(p.fd, buf, off)
 		d := time.Since(t0)
 		env.Inflight.end()
-		if err == nil && n != len(p.buf) {
-			err = fmt.Errorf("short write at offset %d: %d of %d bytes", off, n, len(p.buf))
+		if err == nil && n != len(buf) {
+			err = fmt.Errorf("short write at offset %d: %d of %d bytes", off, n, len(buf))
 		}
 		if err != nil {
 			return res, &os.PathError{Op: "write", Path: p.path, Err: err}
@@ -161,7 +159,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	}
 	t0 := time.Now()
 	env.Inflight.begin(t0)
-	err := unix.Fdatasync(p.fd)
+	err = unix.Fdatasync(p.fd)
 	d := time.Since(t0)
 	env.Inflight.end()
 	if err != nil {
@@ -189,21 +187,19 @@ func (p *Seqwrite) open() error {
 		unix.Close(fd)
 		return err
 	}
-	if int64(len(p.buf))%align != 0 {
+	if int64(p.blockSize)%align != 0 {
 		unix.Close(fd)
-		return fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d of %s", len(p.buf), align, p.path)
+		return fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d of %s", p.blockSize, align, p.path)
 	}
 	p.fd, p.align = fd, align
 	return nil
 }
 
-// Close closes the file and frees the buffer.
+// Close closes the file.
 func (p *Seqwrite) Close() error {
 	if p.fd >= 0 {
 		unix.Close(p.fd)
 		p.fd = -1
 	}
-	freeBuffer(p.buf)
-	p.buf = nil
 	return nil
 }
