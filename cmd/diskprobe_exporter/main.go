@@ -47,10 +47,12 @@ func main() {
 	logConfig := &promslog.Config{}
 	promslogflag.AddFlags(app, logConfig)
 
+	// The exporter's flags live on the application, not on the default `serve` command,
+	// so that `--help` shows them.
+	configCheck := app.Flag("config.check", "Validate the configuration file, print a summary, and exit.").Bool()
+	metricsPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+	toolkitFlags := webflag.AddFlags(app, defaultListen)
 	serve := app.Command("serve", "Run the exporter (the default command).").Default()
-	configCheck := serve.Flag("config.check", "Validate the configuration file, print a summary, and exit.").Bool()
-	metricsPath := serve.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
-	toolkitFlags := webflag.AddFlags(serve, defaultListen)
 
 	check := addCheckCommand(app)
 
