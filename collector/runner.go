@@ -26,10 +26,12 @@ type runner struct {
 	devOK   bool
 	paths   device.Paths
 	lock    chan struct{} // shared by the targets on the same disk
+	disk    *diskActivity // shared like lock; guarded by it
 	clock   Clock
 	logger  *slog.Logger
 	metrics *Metrics
 	budget  *Budget
+	fs      filesystemPin // a directory target's filesystem at start
 
 	probes   []*probeRun
 	work     chan *probeRun
@@ -37,11 +39,10 @@ type runner struct {
 	current  atomic.Int32 // index into probes of the running round, -1 when idle
 
 	// Worker-only state.
-	source    *probe.ReadSource // the read probes' file or device
-	sourceErr error             // why the source could not be opened or prepared
-	prepLog   float64           // preparation progress last logged
-	lastStats device.Stats
-	lastEnd   time.Time
+	source      *probe.ReadSource // the read probes' file or device
+	sourceErr   error             // why the source could not be opened or prepared
+	prepLog     float64           // preparation progress last logged
+	contextMark contextMark       // where device context was last published
 
 	stuck bool // the outstanding operation was reported past limits.timeout (schedule loop only)
 
@@ -73,11 +74,12 @@ type probeRun struct {
 
 func newRunner(t config.Target, dev device.Info, devOK bool, paths device.Paths, lock chan struct{}, m *Metrics, clock Clock, logger *slog.Logger) *runner {
 	r := &runner{
-		target: t, dev: dev, devOK: devOK, paths: paths, lock: lock, clock: clock, metrics: m,
+		target: t, dev: dev, devOK: devOK, paths: paths, lock: lock, disk: newDiskActivity(), clock: clock, metrics: m,
 		logger: logger.With("target", t.Name),
 		budget: NewBudget(t.Limits, largestBlock(&t)),
 	}
 	r.current.Store(-1)
+	r.fs = pinFilesystem(t)
 	for _, name := range t.Probes() {
 		pr := &probeRun{name: name, index: int32(len(r.probes)), interval: t.Interval(name), build: builders[name]}
 		pr.runs = m.runs.WithLabelValues(t.Name, name)
@@ -252,40 +254,44 @@ func (r *runner) withDevice(ctx context.Context, index int32, fn func()) bool {
 		return false
 	}
 	defer func() { <-r.lock }()
-	r.sampleDevice(true)
+	if r.devOK {
+		r.disk.unitStarts(r.paths, r.dev.Name, r.clock.Now())
+		r.publishDeviceContext()
+	}
 	r.current.Store(index)
 	fn()
 	r.current.Store(-1)
-	r.sampleDevice(false)
+	if r.devOK {
+		r.disk.unitEnded(r.paths, r.clock.Now())
+	}
 	return true
 }
 
-func (r *runner) sampleDevice(before bool) {
-	if !r.devOK {
+// publishDeviceContext sets the busy ratio and others' IOPS from the gaps between the
+// prober's units on the disk (of every target on it) since the last time they were set.
+func (r *runner) publishDeviceContext() {
+	others, wall, ok := r.disk.since(&r.contextMark, r.dev.Name)
+	if !ok {
 		return
 	}
-	s, err := r.paths.ReadStats(r.dev.Name)
-	now := r.clock.Now()
-	if err != nil {
-		return
-	}
-	if before && !r.lastEnd.IsZero() {
-		if wall := now.Sub(r.lastEnd); wall > 0 {
-			busy := float64(s.IOTicks-r.lastStats.IOTicks) / float64(wall)
-			ios := (s.ReadIOs + s.WriteIOs + s.DiscardIOs + s.FlushIOs) -
-				(r.lastStats.ReadIOs + r.lastStats.WriteIOs + r.lastStats.DiscardIOs + r.lastStats.FlushIOs)
-			r.metrics.busy.WithLabelValues(r.target.Name).Set(min(max(busy, 0), 1))
-			r.metrics.otherIOPS.WithLabelValues(r.target.Name).Set(float64(ios) / wall.Seconds())
-		}
-	}
-	if !before {
-		r.lastStats, r.lastEnd = s, now
-	}
+	busy := float64(others.IOTicks) / float64(wall)
+	ios := others.ReadIOs + others.WriteIOs + others.DiscardIOs + others.FlushIOs
+	r.metrics.busy.WithLabelValues(r.target.Name).Set(min(max(busy, 0), 1))
+	r.metrics.otherIOPS.WithLabelValues(r.target.Name).Set(float64(ios) / wall.Seconds())
 }
 
 // run does one round of a probe.
 func (r *runner) run(ctx context.Context, pr *probeRun) {
 	defer pr.pending.Store(false)
+	if err := r.fs.check(); err != nil {
+		pr.runs.Inc()
+		r.fail(pr, err)
+		return
+	}
+	var moved *filesystemChangedError
+	if errors.As(r.sourceErr, &moved) {
+		r.sourceErr = nil // back on its filesystem: preparation may go on
+	}
 	if pr.prober == nil {
 		p, err := pr.build(r)
 		if err != nil {
@@ -358,6 +364,10 @@ func (r *runner) needsPreparation() bool {
 
 // prepare writes one bounded step of the read probe file, accounted to the first read probe.
 func (r *runner) prepare(ctx context.Context) {
+	if err := r.fs.check(); err != nil {
+		r.sourceErr = err // the next read round reports it
+		return
+	}
 	pr := r.readProbe()
 	var (
 		res  probe.Result

@@ -28,6 +28,7 @@ type Scheduler struct {
 	mu      sync.Mutex
 	runners map[string]*runner
 	locks   map[string]chan struct{} // per disk; kept across reloads
+	disks   map[string]*diskActivity // per disk, like locks
 
 	// snapshot is the runners for scrapes, which must never wait on mu: Stop holds it
 	// while it waits for I/O workers.
@@ -53,7 +54,7 @@ func (s *Scheduler) publish() {
 // NewScheduler creates a scheduler with no targets; Apply gives it some.
 func NewScheduler(m *Metrics, paths device.Paths, clock Clock, logger *slog.Logger) *Scheduler {
 	s := &Scheduler{metrics: m, paths: paths, clock: clock, logger: logger,
-		runners: map[string]*runner{}, locks: map[string]chan struct{}{}}
+		runners: map[string]*runner{}, locks: map[string]chan struct{}{}, disks: map[string]*diskActivity{}}
 	m.inflight.scheduler = s
 	return s
 }
@@ -138,8 +139,10 @@ func (s *Scheduler) Apply(cfg *config.Config) {
 		if !ok {
 			lock = make(chan struct{}, 1)
 			s.locks[lockKey] = lock
+			s.disks[lockKey] = newDiskActivity()
 		}
 		r := newRunner(t, dev, devOK, s.paths, lock, s.metrics, s.clock, s.logger)
+		r.disk = s.disks[lockKey]
 		s.runners[t.Name] = r
 		r.start()
 		s.logger.Info("probing target", "target", t.Name, "path", t.Path, "kind", t.Kind, "device", dev.Name, "probes", fmt.Sprint(t.Probes()))

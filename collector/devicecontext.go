@@ -1,0 +1,103 @@
+package collector
+
+import (
+	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/device"
+)
+
+// minContextWindow is the least time between our I/O that a device context value covers:
+// the gap between two units of a target can be microseconds (its fsync round, then its
+// randread round), where one stray I/O reads as thousands per second.
+const minContextWindow = time.Second
+
+// diskActivity is the device context of one disk, shared by every target on it. The
+// prober's own I/O on the disk happens only inside units that hold the disk's lock, so
+// what the counters move between units is others' I/O. This has to be kept per disk, not
+// per target: a target's own gaps contain the rounds of the other targets on the disk,
+// which are the prober's too. Only the holder of the disk's lock touches it.
+type diskActivity struct {
+	names  map[string]bool         // the device names of the disk's targets (a partition and its disk count apart)
+	ended  time.Time               // end of the last unit; zero before the first
+	atEnd  map[string]device.Stats // each device's counters then
+	others map[string]device.Stats // each device's I/O by others, summed over the gaps between units
+	idle   time.Duration           // the gaps' total length
+}
+
+func newDiskActivity() *diskActivity {
+	return &diskActivity{names: map[string]bool{}, atEnd: map[string]device.Stats{}, others: map[string]device.Stats{}}
+}
+
+// unitStarts closes the gap that ends now: its I/O was others'.
+func (d *diskActivity) unitStarts(paths device.Paths, name string, now time.Time) {
+	d.names[name] = true
+	if d.ended.IsZero() {
+		return
+	}
+	d.idle += now.Sub(d.ended)
+	for n, end := range d.atEnd {
+		s, err := paths.ReadStats(n)
+		if err != nil || !counterOrder(end, s) {
+			continue // gone or re-created (a loop device re-attached): no figure for this gap
+		}
+		d.others[n] = addStats(d.others[n], subStats(s, end))
+	}
+}
+
+// unitEnded opens a gap at now.
+func (d *diskActivity) unitEnded(paths device.Paths, now time.Time) {
+	clear(d.atEnd)
+	for n := range d.names {
+		if s, err := paths.ReadStats(n); err == nil {
+			d.atEnd[n] = s
+		}
+	}
+	d.ended = now
+}
+
+// contextMark is where a target last published its device context.
+type contextMark struct {
+	set    bool
+	others device.Stats
+	idle   time.Duration
+}
+
+// since is others' I/O on the device name and the length of the gaps since mark, and
+// moves mark to now when the gaps add up to minContextWindow.
+func (d *diskActivity) since(mark *contextMark, name string) (device.Stats, time.Duration, bool) {
+	others := d.others[name]
+	if !mark.set {
+		*mark = contextMark{set: true, others: others, idle: d.idle}
+		return device.Stats{}, 0, false
+	}
+	wall := d.idle - mark.idle
+	if wall < minContextWindow {
+		return device.Stats{}, 0, false
+	}
+	delta := subStats(others, mark.others)
+	*mark = contextMark{set: true, others: others, idle: d.idle}
+	return delta, wall, true
+}
+
+func counterOrder(a, b device.Stats) bool {
+	return b.ReadIOs >= a.ReadIOs && b.WriteIOs >= a.WriteIOs && b.DiscardIOs >= a.DiscardIOs &&
+		b.FlushIOs >= a.FlushIOs && b.ReadSectors >= a.ReadSectors && b.WriteSectors >= a.WriteSectors && b.IOTicks >= a.IOTicks
+}
+
+func subStats(a, b device.Stats) device.Stats {
+	return device.Stats{
+		ReadIOs: a.ReadIOs - b.ReadIOs, WriteIOs: a.WriteIOs - b.WriteIOs,
+		DiscardIOs: a.DiscardIOs - b.DiscardIOs, FlushIOs: a.FlushIOs - b.FlushIOs,
+		ReadSectors: a.ReadSectors - b.ReadSectors, WriteSectors: a.WriteSectors - b.WriteSectors,
+		IOTicks: a.IOTicks - b.IOTicks,
+	}
+}
+
+func addStats(a, b device.Stats) device.Stats {
+	return device.Stats{
+		ReadIOs: a.ReadIOs + b.ReadIOs, WriteIOs: a.WriteIOs + b.WriteIOs,
+		DiscardIOs: a.DiscardIOs + b.DiscardIOs, FlushIOs: a.FlushIOs + b.FlushIOs,
+		ReadSectors: a.ReadSectors + b.ReadSectors, WriteSectors: a.WriteSectors + b.WriteSectors,
+		IOTicks: a.IOTicks + b.IOTicks,
+	}
+}
