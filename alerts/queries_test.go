@@ -1,0 +1,125 @@
+package alerts
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/diskprobe/diskprobe_exporter/collector"
+)
+
+// namedExpr is a PromQL expression with the place it came from.
+type namedExpr struct{ where, expr string }
+
+// everyExpression is every rule expression and every dashboard query, with Grafana's
+// variables replaced by values the PromQL parser accepts.
+func everyExpression(t *testing.T) []namedExpr {
+	t.Helper()
+	var out []namedExpr
+	for _, path := range ruleFiles(t) {
+		for _, g := range loadRules(t, path).Groups {
+			for _, r := range g.Rules {
+				out = append(out, namedExpr{path + ": " + r.Record + r.Alert, r.Expr})
+			}
+		}
+	}
+	for _, q := range dashboardQueries(t) {
+		out = append(out, namedExpr{q.Where, expandGrafana(q.Expr, "1m", "some-value")})
+	}
+	return out
+}
+
+// metricNames returns the names of the series an expression selects.
+func metricNames(e parser.Expr) []string {
+	var names []string
+	parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
+		vs, ok := node.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		name := vs.Name
+		for _, m := range vs.LabelMatchers {
+			if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+				name = m.Value
+			}
+		}
+		names = append(names, name)
+		return nil
+	})
+	return names
+}
+
+// TestQueriesNameOnlyMetricsTheExporterRegisters parses every rule and dashboard query with
+// Prometheus's own parser and checks each metric it selects against the exporter's registry
+// (collector.MetricNames, read from the real collectors' descriptors): a renamed metric
+// breaks this test, not a dashboard in production. Series made by the recording rules and
+// Prometheus's `up` are allowed too. It also checks the converse: every metric the exporter
+// registers is shown on some dashboard.
+func TestQueriesNameOnlyMetricsTheExporterRegisters(t *testing.T) {
+	exported := map[string]bool{}
+	for _, n := range collector.MetricNames() {
+		exported[n] = true
+	}
+	if len(exported) == 0 {
+		t.Fatal("collector.MetricNames() is empty")
+	}
+	recorded := recordedNames(t)
+	onDashboards := map[string]bool{}
+	dashboards := map[string]bool{}
+	for _, q := range dashboardQueries(t) {
+		dashboards[q.Where] = true
+	}
+
+	for _, ne := range everyExpression(t) {
+		e, err := parser.ParseExpr(ne.expr)
+		if err != nil {
+			t.Errorf("%s: %v\n%s", ne.where, err, ne.expr)
+			continue
+		}
+		names := metricNames(e)
+		if len(names) == 0 {
+			t.Errorf("%s: selects no metric: %s", ne.where, ne.expr)
+		}
+		for _, name := range names {
+			base := name
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if trimmed, ok := strings.CutSuffix(name, suffix); ok && exported[trimmed] {
+					base = trimmed
+				}
+			}
+			switch {
+			case name == "":
+				t.Errorf("%s: a selector without a metric name: %s", ne.where, ne.expr)
+			case exported[base]:
+				if dashboards[ne.where] {
+					onDashboards[base] = true
+				}
+			case recorded[name], name == "up":
+			default:
+				t.Errorf("%s: metric %q is not registered by the exporter (collector.MetricNames) nor recorded by a rule", ne.where, name)
+			}
+		}
+	}
+	for _, name := range sortedKeys(exported) {
+		if !onDashboards[name] {
+			t.Errorf("metric %s is exported but shown on no dashboard", name)
+		}
+	}
+}
+
+func TestGrafanaVariablesExpandToValidPromQL(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`rate(x{job=~"$job", target=~"${target}"}[$__rate_interval])`, `rate(x{job=~".*", target=~".*"}[1m])`},
+		{`sum(increase(x{instance=~"[[instance]]"}[$__range]))`, `sum(increase(x{instance=~".*"}[1m]))`},
+		{`x{job=~"${job:regex}"}`, `x{job=~".*"}`},
+	} {
+		if got := expandGrafana(c.in, "1m", ".*"); got != c.want {
+			t.Errorf("expandGrafana(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if expr, ok := grafanaFunctionArg(`label_values(diskprobe_target_info{job=~"$job"}, target)`); !ok || expr != `diskprobe_target_info{job=~"$job"}` {
+		t.Errorf("label_values: got %q %v", expr, ok)
+	}
+}
