@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
@@ -310,6 +311,10 @@ func (r *runner) run(ctx context.Context, pr *probeRun) {
 	}
 	r.account(pr, res)
 	switch {
+	case errors.Is(err, probe.ErrNotPrepared) && errors.Is(r.sourceErr, probe.ErrLowFreeSpace):
+		pr.skipSpace.Inc() // as for the write probes: the floor is not an error
+		r.noteError(pr, r.sourceErr, slog.LevelWarn)
+		r.sourceErr = nil
 	case errors.Is(err, probe.ErrNotPrepared) && r.sourceErr != nil:
 		pr.runs.Inc()
 		r.fail(pr, r.sourceErr)
@@ -380,8 +385,9 @@ func (r *runner) prepare(ctx context.Context) {
 	r.account(pr, res)
 	switch {
 	case err != nil:
-		r.sourceErr = err
-		r.logger.Error("preparing the read probe file failed; retrying at the next read round", "path", r.source.Path(), "err", err)
+		// Reported by the next read round, which counts it and logs it once per change
+		// of state (a foreign file or a full disk fails every retry the same way).
+		r.sourceErr = fmt.Errorf("preparing the read probe file: %w", err)
 	case done && r.source.Reused():
 		r.logger.Info("reusing the prepared read probe file", "path", r.source.Path())
 	case done:
