@@ -726,11 +726,13 @@ func attachLoop(t *testing.T, dir string) string {
 	}
 	sys := st.Sys().(*syscall.Stat_t)
 	t.Cleanup(func() {
+		// Restore the node while the device is still ours: once detached, another test may
+		// attach the same loop number.
+		os.Chown(dev, int(sys.Uid), int(sys.Gid))
+		os.Chmod(dev, st.Mode().Perm())
 		if out, err := runErr("/", time.Minute, nil, "losetup", "-d", dev); err != nil {
 			t.Errorf("cleanup: losetup -d %s: %v\n%s", dev, err, out)
 		}
-		os.Chown(dev, int(sys.Uid), int(sys.Gid))
-		os.Chmod(dev, st.Mode().Perm())
 	})
 	disk, err := user.LookupGroup("disk")
 	if err != nil {
