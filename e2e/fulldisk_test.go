@@ -31,6 +31,8 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
     fsync: {interval: 1s, ops: 3, block_size: 4KiB, file_size: 1MiB}
     limits: {timeout: 10s, min_free: 8MiB}
 `, dir))
+	readsDir := filepath.Join(dir, "reads")
+	must(t, os.Mkdir(readsDir, 0o755))
 	e := testenv.StartExporter(t, cfg)
 	waitMetric(t, e, 15*time.Second, "two fsync rounds", func(f families) bool { return runs(f, "full", "fsync") >= 2 })
 
@@ -62,17 +64,29 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
 		t.Errorf("%d log lines about the free-space floor; want one per change of state", n)
 	}
 
-	// min_free 0 and a 16 MiB probe file with 4 MiB left: ENOSPC, counted.
+	// min_free 0 and a 16 MiB probe file with 4 MiB left: ENOSPC, counted. Beside it, a
+	// new target whose 16 MiB read probe file would not fit above its 1 MiB floor: its
+	// preparation never starts, and its rounds are skipped, not failed.
 	writeFile(t, cfg, fmt.Sprintf(`targets:
   - name: full
     path: %s
     fsync: {interval: 1s, ops: 3, block_size: 4KiB, file_size: 16MiB}
     limits: {timeout: 10s, min_free: 0}
-`, dir))
+  - name: reads
+    path: %s
+    randread: {interval: 1s, ops: 2, file_size: 16MiB}
+    limits: {timeout: 10s, min_free: 1MiB}
+`, dir, readsDir))
 	e.Signal(syscall.SIGHUP)
 	enospc := waitMetric(t, e, 15*time.Second, "ENOSPC counted as an error", func(f families) bool {
-		return errs(f, "full", "fsync") >= 3
+		return errs(f, "full", "fsync") >= 3 && skipped(f, "reads", "randread", "low_free_space") >= 3
 	})
+	if n := errs(enospc, "reads", "randread"); n != 0 {
+		t.Errorf("a read probe file that does not fit above min_free counted %.0f errors; want skipped rounds", n)
+	}
+	if _, err := os.Stat(filepath.Join(readsDir, ".diskprobe", "read.probe")); err == nil {
+		t.Errorf("the read probe file was started although it does not fit above min_free")
+	}
 	if v := value(enospc, "diskprobe_config_last_reload_successful"); v != 1 {
 		t.Fatalf("reload failed: %s", e.Log.String())
 	}
