@@ -1,0 +1,368 @@
+package alerts
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+)
+
+// shortFor is the `for:` every alert gets in the end-to-end copy of the rules, so that an
+// alert that would take 15 minutes to fire in production fires within the test.
+const shortFor = "5s"
+
+// e2eJob is the scrape job name; it follows the documented convention (contains "diskprobe").
+const e2eJob = "diskprobe"
+
+// TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter runs the real exporter on a
+// temporary directory and an ext4 loop device, scraped every second by a real Prometheus
+// (Debian's) with the rule files loaded. After a short warm-up every dashboard query and every
+// recording rule must return at least one series and every rule must evaluate without error.
+// Then the loop device is throttled to 20 writes/s with a blkio cgroup holding the exporter,
+// and the fdatasync-above-10ms alert must reach `firing`.
+func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireTools(t, "prometheus", "losetup", "mkfs.ext4", "mount", "umount")
+	began := time.Now()
+
+	dev, loopDir := testenv.LoopExt4(t, 256<<20)
+	plainDir := t.TempDir()
+	// tmpfs refuses O_DIRECT, which the read probes need; there the plain target only syncs.
+	plainReads := "randread: {interval: 1s, ops: 10, block_size: 4KiB, file_size: 16MiB}\n    seqread:  {interval: 2s, bytes: 4MiB, block_size: 1MiB}"
+	var st unix.Statfs_t
+	if unix.Statfs(plainDir, &st) == nil && st.Type == unix.TMPFS_MAGIC {
+		plainReads = ""
+	}
+	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: loop
+    path: %s
+    fsync:    {interval: 1s, ops: 20, block_size: 2300, file_size: 4MiB}
+    randread: {interval: 1s, ops: 10, block_size: 4KiB, file_size: 16MiB}
+    seqread:  {interval: 2s, bytes: 4MiB, block_size: 1MiB}
+    seqwrite: {interval: 2s, bytes: 4MiB, block_size: 1MiB}
+    limits:   {timeout: 30s, min_free: 0}
+  - name: plain
+    path: %s
+    fsync:    {interval: 1s, ops: 10, block_size: 2300, file_size: 4MiB}
+    %s
+    limits:   {timeout: 30s, min_free: 0}
+`, loopDir, plainDir, plainReads))
+	exporter := testenv.StartExporter(t, cfg)
+	prom := startPrometheus(t, exporter.Addr, rulesWithShortFor(t))
+	t.Logf("exporter and prometheus up after %v", time.Since(began).Round(time.Millisecond))
+
+	// Warm-up: every dashboard query, every recording rule, every rule healthy.
+	var checks []namedExpr
+	for _, q := range dashboardQueries(t) {
+		checks = append(checks, namedExpr{q.Where, expandGrafana(q.Expr, "1m", ".*")})
+	}
+	for _, name := range sortedKeys(recordedNames(t)) {
+		checks = append(checks, namedExpr{"recording rule " + name, name})
+	}
+	var empty, unhealthy []string
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		empty = empty[:0]
+		for _, c := range checks {
+			n, err := prom.seriesCount(c.expr)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", c.where, err, c.expr)
+			}
+			if n == 0 {
+				empty = append(empty, c.where+": "+c.expr)
+			}
+		}
+		unhealthy = prom.unhealthyRules(t)
+		if len(empty) == 0 && len(unhealthy) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90s of warm-up:\n%d queries return no series:\n  %s\n%d rules not healthy:\n  %s\nexporter /metrics:\n%s",
+				len(empty), strings.Join(empty, "\n  "), len(unhealthy), strings.Join(unhealthy, "\n  "), scrapeText(exporter.Addr))
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("%d dashboard queries and recording rules return series, all rules healthy, after %v",
+		len(checks), time.Since(began).Round(time.Millisecond))
+
+	const alert = "DiskprobeFdatasyncP99AboveEtcdTarget"
+	before, _ := prom.value(`target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{quantile="0.99", target="loop"}`)
+	t.Logf("before throttling: loop fdatasync p99 over 5m %.2fms, %s %q", before*1000, alert, prom.alertState(t, alert, "loop"))
+
+	// A failing SSD, from the exporter's side: 20 writes/s on the loop device.
+	cg := testenv.ThrottleWrites(t, dev, 20)
+	cg.Add(exporter.Pid())
+	throttled := time.Now()
+	testenv.WaitFor(t, 90*time.Second, alert+" firing for target loop", func() bool {
+		return prom.alertState(t, alert, "loop") == "firing"
+	})
+	p99, _ := prom.value(`target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{quantile="0.99", target="loop"}`)
+	t.Logf("%s firing %v after throttling (fdatasync p99 over 5m: %.1fms); whole test %v",
+		alert, time.Since(throttled).Round(time.Millisecond), p99*1000, time.Since(began).Round(time.Millisecond))
+}
+
+// rulesWithShortFor writes a copy of every rule file with every `for:` set to shortFor, and
+// returns the copies' paths. The expressions are untouched: the test runs the real rules.
+func rulesWithShortFor(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var out []string
+	for _, path := range ruleFiles(t) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc yaml.Node
+		if err := yaml.Unmarshal(data, &doc); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		n := shortenFor(&doc)
+		if n == 0 {
+			t.Fatalf("%s: no `for:` to shorten", path)
+		}
+		short, err := yaml.Marshal(&doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, filepath.Base(path))
+		if err := os.WriteFile(dst, short, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, dst)
+	}
+	return out
+}
+
+// shortenFor sets the value of every `for` key of the rules to shortFor and counts them.
+func shortenFor(n *yaml.Node) int {
+	count := 0
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "for" && n.Content[i+1].Kind == yaml.ScalarNode {
+				n.Content[i+1].Value = shortFor
+				count++
+			}
+		}
+	}
+	for _, c := range n.Content {
+		count += shortenFor(c)
+	}
+	return count
+}
+
+// prometheus is a running Prometheus server.
+type prometheus struct {
+	addr string
+	cmd  *exec.Cmd
+}
+
+// startPrometheus runs Debian's prometheus on a free loopback port with its storage in a
+// temporary directory, scraping the exporter every second and evaluating the rules every
+// second. It is killed by its own pid in cleanup; its log is printed if the test failed.
+func startPrometheus(t *testing.T, exporterAddr string, rules []string) *prometheus {
+	t.Helper()
+	dir := t.TempDir()
+	ruleList, _ := json.Marshal(rules)
+	cfg := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files: %s
+scrape_configs:
+  - job_name: %s
+    static_configs:
+      - targets: [%q]
+`, ruleList, e2eJob, exporterAddr)
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &prometheus{addr: testenv.FreePort(t)}
+	log := &testenv.SyncBuffer{}
+	p.cmd = exec.Command("prometheus",
+		"--config.file="+cfgPath,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+p.addr,
+		"--log.level=warn")
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", log.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + p.addr + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		select {
+		case <-done:
+			t.Fatalf("prometheus exited: %v\n%s", p.cmd.ProcessState, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready after 30s\n%s", log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// api GETs a Prometheus HTTP API path and decodes its data field into out.
+func (p *prometheus) api(path string, params url.Values, out any) error {
+	client := http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + p.addr + path + "?" + params.Encode())
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	if body.Status != "success" {
+		return fmt.Errorf("%s: %s", path, body.Error)
+	}
+	return json.Unmarshal(body.Data, out)
+}
+
+type queryResult struct {
+	ResultType string `json:"resultType"`
+	Result     []struct {
+		Metric map[string]string `json:"metric"`
+		Value  [2]any            `json:"value"`
+	} `json:"result"`
+}
+
+// seriesCount runs an instant query and counts the series it returns.
+func (p *prometheus) seriesCount(expr string) (int, error) {
+	var r queryResult
+	if err := p.api("/api/v1/query", url.Values{"query": {expr}}, &r); err != nil {
+		return 0, err
+	}
+	if r.ResultType == "scalar" {
+		return 1, nil
+	}
+	return len(r.Result), nil
+}
+
+// value is the value of the first series an instant query returns.
+func (p *prometheus) value(expr string) (float64, error) {
+	var r queryResult
+	if err := p.api("/api/v1/query", url.Values{"query": {expr}}, &r); err != nil {
+		return 0, err
+	}
+	if len(r.Result) == 0 {
+		return 0, fmt.Errorf("no series for %s", expr)
+	}
+	var v float64
+	s, _ := r.Result[0].Value[1].(string)
+	_, err := fmt.Sscan(s, &v)
+	return v, err
+}
+
+// unhealthyRules lists the rules that failed their last evaluation or have not been
+// evaluated yet.
+func (p *prometheus) unhealthyRules(t *testing.T) []string {
+	t.Helper()
+	var r struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			Rules []struct {
+				Name      string `json:"name"`
+				Health    string `json:"health"`
+				LastError string `json:"lastError"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := p.api("/api/v1/rules", nil, &r); err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	n := 0
+	for _, g := range r.Groups {
+		for _, rule := range g.Rules {
+			n++
+			if rule.Health != "ok" {
+				bad = append(bad, fmt.Sprintf("%s/%s: %s %s", g.Name, rule.Name, rule.Health, rule.LastError))
+			}
+		}
+	}
+	if n != len(allRules(t)) {
+		bad = append(bad, fmt.Sprintf("prometheus loaded %d rules, the files have %d", n, len(allRules(t))))
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// alertState is the state (pending, firing, or "" when inactive) of an alert for a target.
+func (p *prometheus) alertState(t *testing.T, name, target string) string {
+	t.Helper()
+	var r struct {
+		Alerts []struct {
+			Labels map[string]string `json:"labels"`
+			State  string            `json:"state"`
+		} `json:"alerts"`
+	}
+	if err := p.api("/api/v1/alerts", nil, &r); err != nil {
+		t.Fatal(err)
+	}
+	state := ""
+	for _, a := range r.Alerts {
+		if a.Labels["alertname"] == name && a.Labels["target"] == target && a.Labels["job"] == e2eJob {
+			if state != "firing" {
+				state = a.State
+			}
+		}
+	}
+	return state
+}
+
+// scrapeText is the exporter's /metrics, for failure messages.
+func scrapeText(addr string) string {
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil || b.Len() > 200<<10 {
+			break
+		}
+	}
+	return b.String()
+}
