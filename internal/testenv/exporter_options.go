@@ -19,6 +19,9 @@ type ExporterOptions struct {
 	// into a directory that user can enter; the config file and the targets must be
 	// readable (and writable, for directories) by that user, which is the caller's job.
 	Credential *syscall.Credential
+	// AmbientCaps are capabilities the exporter keeps as that user (as systemd's
+	// AmbientCapabilities= gives them).
+	AmbientCaps []uintptr
 	// Ready reports whether the exporter at addr is ready; the default asks for
 	// http://addr/-/ready and wants 200.
 	Ready func(addr string) bool
@@ -47,7 +50,7 @@ func StartExporterWith(t testing.TB, configFile string, opts ExporterOptions) *E
 	e.Cmd = exec.Command(bin, append([]string{"--config.file=" + configFile, "--web.listen-address=" + e.Addr, "--log.level=debug"}, opts.Args...)...)
 	e.Cmd.Stdout, e.Cmd.Stderr = e.Log, e.Log
 	if opts.Credential != nil {
-		e.Cmd.SysProcAttr = &syscall.SysProcAttr{Credential: opts.Credential}
+		e.Cmd.SysProcAttr = &syscall.SysProcAttr{Credential: opts.Credential, AmbientCaps: opts.AmbientCaps}
 		e.Cmd.Dir = "/"
 	}
 	if err := e.Cmd.Start(); err != nil {

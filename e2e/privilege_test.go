@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+)
+
+// TestUnreadableDeviceNamesTheMissingPrivilege runs the exporter as an unprivileged user
+// (nobody) on a raw device it cannot read and a directory it owns. The device's probes
+// fail with an error that names what is missing (the `disk` group or
+// CAP_DAC_READ_SEARCH), logged once; the directory target runs untouched. Given read
+// access through the disk group, or CAP_DAC_READ_SEARCH alone — the least privilege for a raw
+// device — the same user probes the device.
+func TestUnreadableDeviceNamesTheMissingPrivilege(t *testing.T) {
+	testenv.RequireRoot(t)
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("needs a nobody user")
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	diskGroup, err := user.LookupGroup("disk")
+	if err != nil {
+		t.Skip("needs a disk group")
+	}
+	diskGID, _ := strconv.Atoi(diskGroup.Gid)
+
+	dev := testenv.LoopDevice(t, 64<<20)
+	var st unix.Stat_t
+	must(t, unix.Stat(dev, &st))
+	t.Cleanup(func() {
+		os.Chown(dev, int(st.Uid), int(st.Gid))
+		os.Chmod(dev, os.FileMode(st.Mode&0o777))
+	})
+	must(t, os.Chown(dev, 0, 0))
+	must(t, os.Chmod(dev, 0o600))
+
+	// Everything the unprivileged user needs to reach: a world-searchable base, a data
+	// directory it owns, a config it can read.
+	base, err := os.MkdirTemp("", "diskprobe-e2e-user-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	must(t, os.Chmod(base, 0o755))
+	data := filepath.Join(base, "data")
+	must(t, os.Mkdir(data, 0o755))
+	must(t, os.Chown(data, uid, gid))
+	cfg := filepath.Join(base, "diskprobe.yml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`targets:
+  - name: raw
+    path: %s
+    randread: {interval: 1s, ops: 2}
+    seqread: {interval: 1s, bytes: 1MiB}
+  - name: data
+    path: %s
+    fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 1MiB}
+    limits: {min_free: 0}
+`, dev, data)), 0o644))
+
+	e := testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{
+		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}},
+	})
+	f := waitMetric(t, e, 15*time.Second, "failed rounds on the unreadable device", func(f families) bool {
+		return errs(f, "raw", "randread") >= 2 && errs(f, "raw", "seqread") >= 2 && runs(f, "data", "fsync") >= 2
+	})
+	for _, probe := range []string{"randread", "seqread"} {
+		lines := logLines(e, `msg="probe failed"`, "target=raw", "probe="+probe)
+		if len(lines) != 1 {
+			t.Errorf("%s: %d error lines over %.0f failed rounds; want one", probe, len(lines), errs(f, "raw", probe))
+			continue
+		}
+		for _, want := range []string{"permission denied", dev, "`disk`", "CAP_DAC_READ_SEARCH"} {
+			if !strings.Contains(lines[0], want) {
+				t.Errorf("%s: the error does not name %q: %s", probe, want, lines[0])
+			}
+		}
+	}
+	t.Logf("logged: %s", logLines(e, `msg="probe failed"`, "target=raw")[0])
+	if n := errs(f, "data", "fsync"); n != 0 {
+		t.Errorf("the directory target beside the unreadable device failed %.0f rounds", n)
+	}
+	var pst unix.Stat_t
+	must(t, unix.Stat(filepath.Join(data, ".diskprobe", "fsync.probe"), &pst))
+	if int(pst.Uid) != uid {
+		t.Errorf("probe file owned by uid %d; want the exporter's user %d", pst.Uid, uid)
+	}
+	e.Signal(syscall.SIGTERM)
+	<-e.Done()
+
+	// Read access through the disk group is enough for a raw device.
+	must(t, os.Chown(dev, 0, diskGID))
+	must(t, os.Chmod(dev, 0o640))
+	e2 := testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{
+		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(diskGID)}},
+	})
+	f2 := waitMetric(t, e2, 15*time.Second, "read rounds with the disk group", func(f families) bool {
+		return lastSuccess(f, "raw", "randread") > 0 && lastSuccess(f, "raw", "seqread") > 0
+	})
+	if n := errs(f2, "raw", "randread") + errs(f2, "raw", "seqread"); n != 0 {
+		t.Errorf("%.0f errors reading the device with the disk group", n)
+	}
+	e2.Signal(syscall.SIGTERM)
+	<-e2.Done()
+
+	// So is CAP_DAC_READ_SEARCH alone, on a device only root may read.
+	must(t, os.Chown(dev, 0, 0))
+	must(t, os.Chmod(dev, 0o600))
+	e3 := testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{
+		Credential:  &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}},
+		AmbientCaps: []uintptr{unix.CAP_DAC_READ_SEARCH},
+	})
+	f3 := waitMetric(t, e3, 15*time.Second, "read rounds with CAP_DAC_READ_SEARCH", func(f families) bool {
+		return lastSuccess(f, "raw", "randread") > 0 && lastSuccess(f, "raw", "seqread") > 0
+	})
+	if n := errs(f3, "raw", "randread") + errs(f3, "raw", "seqread"); n != 0 {
+		t.Errorf("%.0f errors reading the device with CAP_DAC_READ_SEARCH", n)
+	}
+}
