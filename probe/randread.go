@@ -56,6 +56,7 @@ func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
 }
 
 func (p *Randread) readAt(inflight *Inflight, off int64) (time.Duration, error) {
+	settle()
 	t0 := time.Now()
 	inflight.begin(t0)
 	n, err := unix.Pread(p.src.fd, p.buf, off)

@@ -50,6 +50,7 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 		if off+bs > p.src.end {
 			off = p.src.start
 		}
+		settle()
 		t0 := time.Now()
 		env.Inflight.begin(t0)
 		n, err := unix.Pread(p.src.fd, buf, off)
@@ -141,6 +142,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 			off = start
 		}
 		p.fill.Read(buf)
+		settle()
 		t0 := time.Now()
 		env.Inflight.begin(t0)
 		n, err := unix.Pwrite(p.fd, buf, off)
@@ -157,6 +159,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		res.Bytes += bs
 		res.IO += d
 	}
+	settle()
 	t0 := time.Now()
 	env.Inflight.begin(t0)
 	err = unix.Fdatasync(p.fd)
