@@ -1,0 +1,193 @@
+// Package integration runs the real exporter binary (internal/testenv) on real targets:
+// temporary directories, loop devices, loop-mounted ext4, partitions and tmpfs. It checks
+// what the exporter promises from the outside: metrics, device context, rate limits held
+// as measured by the kernel's own counters, and the command line.
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+)
+
+const mib = 1 << 20
+
+type families = map[string]*dto.MetricFamily
+
+// metric is the value of the sample of name with the given label pairs, 0 if absent.
+func metric(f families, name string, labels ...string) float64 {
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+	v, _ := testenv.Value(f, name, want)
+	return v
+}
+
+func hasMetric(f families, name string, labels ...string) bool {
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+	_, ok := testenv.Value(f, name, want)
+	return ok
+}
+
+// waitMetric scrapes until cond holds for the scrape, and returns that scrape.
+func waitMetric(t *testing.T, e *testenv.Exporter, timeout time.Duration, what string, cond func(families) bool) families {
+	t.Helper()
+	var last families
+	testenv.WaitFor(t, timeout, what, func() bool {
+		f, _, err := e.Scrape(5 * time.Second)
+		if err != nil {
+			return false
+		}
+		last = f
+		return cond(f)
+	})
+	return last
+}
+
+// waitLog waits until the exporter's log contains s.
+func waitLog(t *testing.T, e *testenv.Exporter, timeout time.Duration, s string) {
+	t.Helper()
+	testenv.WaitFor(t, timeout, "log line "+s, func() bool { return strings.Contains(e.Log.String(), s) })
+}
+
+// stopExporter sends SIGTERM and waits for the process to exit.
+func stopExporter(t *testing.T, e *testenv.Exporter) {
+	t.Helper()
+	e.Signal(15)
+	select {
+	case <-e.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("exporter did not exit within 10s of SIGTERM")
+	}
+}
+
+// stats reads the kernel's counters of a block device (/dev/loop3 → loop3).
+func stats(t *testing.T, dev string) device.Stats {
+	t.Helper()
+	s, err := device.Paths{}.ReadStats(filepath.Base(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// statsPoint is one read of /proc/diskstats, timed.
+type statsPoint struct {
+	at time.Time
+	device.Stats
+}
+
+// statsRecorder samples a device's /proc/diskstats counters every period until stopped.
+type statsRecorder struct {
+	mu     sync.Mutex
+	points []statsPoint
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func recordStats(t *testing.T, dev string, period time.Duration) *statsRecorder {
+	t.Helper()
+	name := filepath.Base(dev)
+	r := &statsRecorder{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			if s, err := (device.Paths{}).ReadStats(name); err == nil {
+				r.mu.Lock()
+				r.points = append(r.points, statsPoint{time.Now(), s})
+				r.mu.Unlock()
+			}
+			select {
+			case <-r.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Stop ends the sampling (idempotent) and returns the points.
+func (r *statsRecorder) Stop() {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	<-r.done
+}
+
+func (r *statsRecorder) Points() []statsPoint {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]statsPoint(nil), r.points...)
+}
+
+// maxExcess is the largest amount by which the bytes a counter moved over any window of
+// at least minWindow exceed rate × window. A token bucket of that rate lets through at
+// most its burst on top, whatever the window.
+func maxExcess(points []statsPoint, sectors func(device.Stats) uint64, rate float64, minWindow time.Duration) (excess float64, at string) {
+	for i := range points {
+		for j := i + 1; j < len(points); j++ {
+			w := points[j].at.Sub(points[i].at)
+			if w < minWindow {
+				continue
+			}
+			bytes := float64(sectors(points[j].Stats)-sectors(points[i].Stats)) * 512
+			if e := bytes - rate*w.Seconds(); e > excess {
+				excess = e
+				at = points[j].at.Sub(points[0].at).Round(time.Millisecond).String() + " after start, window " + w.Round(time.Millisecond).String()
+			}
+		}
+	}
+	return excess, at
+}
+
+func readSectors(s device.Stats) uint64  { return s.ReadSectors }
+func writeSectors(s device.Stats) uint64 { return s.WriteSectors }
+
+// activeSpan is a lower bound of the time the counter took to move by total bytes: from
+// the first point at which it had moved at all to the last point at which it had not yet
+// moved by total. ok is false if it never moved by total.
+func activeSpan(points []statsPoint, sectors func(device.Stats) uint64, total uint64) (time.Duration, bool) {
+	if len(points) == 0 {
+		return 0, false
+	}
+	base := sectors(points[0].Stats)
+	var start time.Time
+	for i, p := range points {
+		moved := (sectors(p.Stats) - base) * 512
+		if moved > 0 && start.IsZero() {
+			start = p.at
+		}
+		if moved >= total {
+			if start.IsZero() || i == 0 {
+				return 0, true
+			}
+			return max(points[i-1].at.Sub(start), 0), true
+		}
+	}
+	return 0, false
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
