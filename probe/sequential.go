@@ -62,6 +62,7 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 		if err != nil {
 			return res, &os.PathError{Op: "read", Path: p.src.path, Err: err}
 		}
+		env.observe(Sample{Phase: PhaseRead, Duration: d})
 		off += bs
 		res.Ops++
 		res.Bytes += bs
