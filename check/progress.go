@@ -1,0 +1,143 @@
+package check
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Progress shows how far the check is: a bar with an ETA redrawn in place on a terminal,
+// plain lines every Interval otherwise (a log file or CI output should not fill with
+// carriage returns). It writes to its own writer, stderr in the command, so that stdout
+// carries only the summary or the JSON.
+type Progress struct {
+	w        io.Writer
+	tty      bool
+	interval time.Duration
+	now      func() time.Time
+}
+
+// NewProgress writes progress to w; tty selects the redrawn bar. interval is how often a
+// line is written (plain) or the bar redrawn (terminal).
+func NewProgress(w io.Writer, tty bool, interval time.Duration) *Progress {
+	return &Progress{w: w, tty: tty, interval: interval, now: time.Now}
+}
+
+// status reports a phase's completion (0 to 1, or negative when unknown) and a detail
+// line, given the time since the phase started. It is called from the progress goroutine.
+type status func(elapsed time.Duration) (fraction float64, detail string)
+
+const barWidth = 30
+
+// start shows the phase name until the returned stop is called with whether the phase
+// completed. A nil Progress shows nothing.
+func (p *Progress) start(name string, st status) (stop func(ok bool)) {
+	if p == nil {
+		return func(bool) {}
+	}
+	begin := p.now()
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(p.interval)
+		defer t.Stop()
+		if p.tty {
+			p.draw(name, st, p.now().Sub(begin), false)
+		}
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				p.draw(name, st, p.now().Sub(begin), false)
+			}
+		}
+	}()
+	var once sync.Once
+	return func(ok bool) {
+		once.Do(func() {
+			close(quit)
+			wg.Wait()
+			if ok {
+				p.draw(name, st, p.now().Sub(begin), true)
+			} else if p.tty {
+				fmt.Fprintln(p.w) // keep the last bar, end its line
+			}
+		})
+	}
+}
+
+func (p *Progress) draw(name string, st status, elapsed time.Duration, final bool) {
+	f, detail := st(elapsed)
+	if final {
+		f = 1
+	}
+	if !p.tty {
+		switch {
+		case final:
+			fmt.Fprintf(p.w, "%s: done in %s: %s\n", name, formatSeconds(elapsed), detail)
+		case f >= 0:
+			fmt.Fprintf(p.w, "%s: %3.0f%%  %s  elapsed %s  ETA %s\n", name, 100*f, detail, formatSeconds(elapsed), eta(f, elapsed))
+		default:
+			fmt.Fprintf(p.w, "%s: %s  elapsed %s\n", name, detail, formatSeconds(elapsed))
+		}
+		return
+	}
+	var line string
+	if f >= 0 {
+		filled := int(f * barWidth)
+		filled = max(0, min(filled, barWidth))
+		bar := strings.Repeat("=", filled)
+		if filled < barWidth {
+			bar += ">" + strings.Repeat(" ", barWidth-filled-1)
+		}
+		line = fmt.Sprintf("%-9s [%s] %3.0f%%  %s  ", name, bar, 100*f, detail)
+		if final {
+			line += "in " + formatSeconds(elapsed)
+		} else {
+			line += "ETA " + eta(f, elapsed)
+		}
+	} else {
+		// No known end: a marker bouncing across the bar shows that it is alive.
+		pos := int(elapsed/(100*time.Millisecond)) % (2 * (barWidth - 1))
+		if pos >= barWidth {
+			pos = 2*(barWidth-1) - pos
+		}
+		bar := strings.Repeat(" ", pos) + "<=>"
+		bar = (bar + strings.Repeat(" ", barWidth))[:barWidth]
+		if final {
+			bar = strings.Repeat("=", barWidth)
+		}
+		line = fmt.Sprintf("%-9s [%s]       %s  %s", name, bar, detail, formatSeconds(elapsed))
+	}
+	// \r and erase-to-end-of-line redraw the bar in place.
+	fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+	if final {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// eta extrapolates the rate so far to the remaining share.
+func eta(f float64, elapsed time.Duration) string {
+	if f <= 0 {
+		return "--"
+	}
+	if f >= 1 {
+		return "0s"
+	}
+	return formatSeconds(time.Duration(float64(elapsed) * (1 - f) / f))
+}
+
+func formatSeconds(d time.Duration) string {
+	switch {
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return (d.Round(time.Second)).String()
+	}
+	return d.Round(time.Minute).String()
+}

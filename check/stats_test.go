@@ -1,0 +1,207 @@
+package check
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentilesAreExactNearestRank(t *testing.T) {
+	// 1..1000 ms, shuffled: the p-th percentile is exactly p*10 ms.
+	samples := make([]time.Duration, 1000)
+	for i := range samples {
+		samples[i] = time.Duration(i+1) * time.Millisecond
+	}
+	rand.Shuffle(len(samples), func(i, j int) { samples[i], samples[j] = samples[j], samples[i] })
+	l := Summarize(samples)
+	want := map[string][2]time.Duration{
+		"min":   {l.Min, 1 * time.Millisecond},
+		"p50":   {l.P50, 500 * time.Millisecond},
+		"p90":   {l.P90, 900 * time.Millisecond},
+		"p99":   {l.P99, 990 * time.Millisecond},
+		"p99.9": {l.P999, 999 * time.Millisecond},
+		"max":   {l.Max, 1000 * time.Millisecond},
+		"mean":  {l.Mean, 500500 * time.Microsecond},
+	}
+	for name, got := range want {
+		if got[0] != got[1] {
+			t.Errorf("%s of 1..1000 ms = %v, want %v", name, got[0], got[1])
+		}
+	}
+	// Sample standard deviation of 1..1000 is sqrt(1000*1001/12) = 288.819 ms.
+	if d := l.Stddev - 288819*time.Microsecond; d < -time.Microsecond || d > time.Microsecond {
+		t.Errorf("stddev of 1..1000 ms = %v, want 288.819ms", l.Stddev)
+	}
+	if l.Count != 1000 {
+		t.Errorf("count %d, want 1000", l.Count)
+	}
+}
+
+func TestPercentileOfFewSamplesIsNeverInterpolated(t *testing.T) {
+	// With 10 samples, one slow fdatasync is the p99 and the p99.9: a slow outlier must
+	// not be averaged away between two ranks.
+	samples := []time.Duration{1, 1, 1, 1, 1, 1, 1, 1, 1, 50}
+	for i := range samples {
+		samples[i] *= time.Millisecond
+	}
+	l := Summarize(samples)
+	if l.P99 != 50*time.Millisecond || l.P999 != 50*time.Millisecond {
+		t.Errorf("p99 %v, p99.9 %v of nine 1 ms and one 50 ms sample, want both 50ms", l.P99, l.P999)
+	}
+	if l.P90 != time.Millisecond {
+		t.Errorf("p90 %v, want 1ms (rank 9 of 10)", l.P90)
+	}
+	if got := Summarize(nil); got != (Latency{}) {
+		t.Errorf("summary of no samples = %+v, want zero", got)
+	}
+	if got := Summarize([]time.Duration{7}); got.Stddev != 0 || got.P999 != 7 {
+		t.Errorf("summary of one sample = %+v", got)
+	}
+}
+
+func fsyncReport(p99, p999, max, writeP99 time.Duration, writesPerSecond float64) *Report {
+	return &Report{
+		Path:      "/var/lib/etcd",
+		Device:    &Device{Name: "nvme0n1p2", Disk: "nvme0n1", Model: "Example SSD", Serial: "S1", Rotational: false},
+		Threshold: DefaultThreshold,
+		Fsync: &FsyncResult{
+			Ops: 10029, BlockSize: 2300, Elapsed: 4 * time.Second, WritesPerSecond: writesPerSecond,
+			Fdatasync: Latency{Count: 10029, Min: 80 * time.Microsecond, P50: 200 * time.Microsecond, P90: 300 * time.Microsecond,
+				P99: p99, P999: p999, Max: max, Mean: 250 * time.Microsecond, Stddev: 100 * time.Microsecond},
+			Write: Latency{Count: 10029, Min: time.Microsecond, P50: 5 * time.Microsecond, P90: 10 * time.Microsecond,
+				P99: writeP99, P999: writeP99, Max: writeP99, Mean: 6 * time.Microsecond, Stddev: 2 * time.Microsecond},
+		},
+	}
+}
+
+func TestVerdictIsOnFdatasyncP99AgainstThreshold(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name     string
+		rep      *Report
+		verdict  Verdict
+		exit     int
+		warnings []string // substrings, one per expected warning, in order
+	}{
+		{"fast SSD", fsyncReport(2*ms, 5*ms, 8*ms, 40*time.Microsecond, 3000), Pass, 0, nil},
+		{"p99 just under 10ms passes but its tail warns", fsyncReport(9900*time.Microsecond, 30*ms, 40*ms, 40*time.Microsecond, 900), Pass, 0,
+			[]string{"p99.9 30.0ms is above the 10ms threshold"}},
+		{"p99 at the threshold fails", fsyncReport(10*ms, 12*ms, 20*ms, 40*time.Microsecond, 500), Fail, 1,
+			[]string{"p99.9 12.0ms"}},
+		{"failing SSD: slow, stalls, slow writes, few writes/s", fsyncReport(55*ms, 700*ms, 1200*ms, 3*ms, 20), Fail, 1,
+			[]string{"p99.9 700ms", "slowest fdatasync took 1.20s", "write(2) p99 3.00ms", "20 writes/s is under the 50"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.rep.judge()
+			if c.rep.Verdict != c.verdict || c.rep.ExitCode() != c.exit {
+				t.Errorf("verdict %s exit %d, want %s exit %d", c.rep.Verdict, c.rep.ExitCode(), c.verdict, c.exit)
+			}
+			if len(c.rep.Warnings) != len(c.warnings) {
+				t.Fatalf("warnings %q, want %d matching %q", c.rep.Warnings, len(c.warnings), c.warnings)
+			}
+			for i, w := range c.warnings {
+				if !strings.Contains(c.rep.Warnings[i], w) {
+					t.Errorf("warning %d %q does not say %q", i, c.rep.Warnings[i], w)
+				}
+			}
+			var text bytes.Buffer
+			c.rep.WriteText(&text)
+			if !strings.Contains(text.String(), string(c.verdict)+"  fdatasync p99 ") {
+				t.Errorf("summary has no %s verdict line:\n%s", c.verdict, text.String())
+			}
+		})
+	}
+}
+
+func TestReadOnlyRunHasNoVerdict(t *testing.T) {
+	rep := &Report{Path: "/dev/sdb", Threshold: DefaultThreshold, Randread: &RandreadResult{Ops: 100, Elapsed: time.Second, ReadsPerSecond: 100,
+		Read: Latency{P99: 300 * time.Microsecond}}}
+	rep.judge()
+	if rep.Verdict != None || rep.ExitCode() != 0 {
+		t.Errorf("verdict %s exit %d without the fsync probe, want NONE and 0", rep.Verdict, rep.ExitCode())
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	if !strings.Contains(text.String(), "no verdict") || strings.Contains(text.String(), "PASS") {
+		t.Errorf("summary of a read-only run:\n%s", text.String())
+	}
+}
+
+// TestJSONFieldsAreTheDocumentedOnes pins the JSON interface: these names are what
+// scripts read, so a rename must fail here.
+func TestJSONFieldsAreTheDocumentedOnes(t *testing.T) {
+	rep := fsyncReport(2*time.Millisecond, 5*time.Millisecond, 8*time.Millisecond, 40*time.Microsecond, 3000)
+	rep.Randread = &RandreadResult{Ops: 5000, Elapsed: 10 * time.Second, ReadsPerSecond: 500, Read: Latency{P99: time.Millisecond}}
+	rep.Seqread = &SeqreadResult{Bytes: SeqreadBytes, IO: time.Second, BytesPerSecond: SeqreadBytes}
+	rep.judge()
+	var out bytes.Buffer
+	if err := rep.WriteJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	for _, path := range DocumentedJSONFields {
+		if _, ok := lookup(doc, path); !ok {
+			t.Errorf("JSON has no %s:\n%s", strings.Join(path, "."), out.String())
+		}
+	}
+	if v, _ := lookup(doc, []string{"probes", "fsync", "fdatasync_seconds", "p99"}); v != 0.002 {
+		t.Errorf("fdatasync p99 = %v, want 0.002 (seconds)", v)
+	}
+	if v, _ := lookup(doc, []string{"threshold_seconds"}); v != 0.01 {
+		t.Errorf("threshold_seconds = %v, want 0.01", v)
+	}
+	if v, _ := lookup(doc, []string{"warnings"}); v == nil {
+		t.Errorf("warnings is null; scripts expect an array")
+	}
+}
+
+func lookup(doc map[string]any, path []string) (any, bool) {
+	var cur any = doc
+	for _, k := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+func TestProgressBarOnTerminalPlainLinesOtherwise(t *testing.T) {
+	var done float64
+	st := func(time.Duration) (float64, string) { return done, "42/100 writes" }
+	clock := time.Unix(0, 0)
+	for _, tty := range []bool{true, false} {
+		var out bytes.Buffer
+		p := &Progress{w: &out, tty: tty, interval: time.Hour, now: func() time.Time { return clock }}
+		done = 0.25
+		clock = time.Unix(0, 0)
+		begin := clock
+		clock = begin.Add(3 * time.Second)
+		p.draw("fsync", st, clock.Sub(begin), false)
+		p.draw("fsync", st, clock.Sub(begin), true)
+		got := out.String()
+		if tty {
+			// 25 % in 3 s: 9 s to go; the bar is redrawn in place and the last one kept.
+			for _, want := range []string{"\rfsync     [=======>", " 25%", "ETA 9.0s", "\x1b[K", "100%", "in 3.0s\x1b[K\n"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("terminal progress %q lacks %q", got, want)
+				}
+			}
+		} else {
+			want := "fsync:  25%  42/100 writes  elapsed 3.0s  ETA 9.0s\nfsync: done in 3.0s: 42/100 writes\n"
+			if got != want {
+				t.Errorf("plain progress:\n%q\nwant\n%q", got, want)
+			}
+		}
+	}
+}
