@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -288,4 +289,92 @@ func freeBytes(t *testing.T, dir string) int64 {
 
 func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+}
+
+// roundGaps are the times between consecutive ends of a probe's rounds on a target, from
+// diskprobe_probe_last_success_timestamp_seconds, using only pairs of scrapes between
+// which exactly one round ended (so a missed scrape never reads as a late round).
+func roundGaps(obs []observation, target, probe string) []time.Duration {
+	var gaps []time.Duration
+	var prevRuns, prevLast float64
+	have := false
+	for _, o := range obs {
+		if o.err != nil {
+			continue
+		}
+		r, l := runs(o.f, target, probe), lastSuccess(o.f, target, probe)
+		if have && r == prevRuns+1 && l > prevLast && prevLast > 0 {
+			gaps = append(gaps, time.Duration((l-prevLast)*1e9))
+		}
+		if !have || r != prevRuns {
+			prevRuns, prevLast, have = r, l, true
+		}
+	}
+	return gaps
+}
+
+// percentile of durations (p in 0..1), nearest rank.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// add sums two histograms with the same buckets.
+func (h histogram) add(o histogram) histogram {
+	s := histogram{count: h.count + o.count, buckets: map[float64]uint64{}}
+	for le, c := range h.buckets {
+		s.buckets[le] = c + o.buckets[le]
+	}
+	return s
+}
+
+// cpuUse is a reading of CPU time in clock ticks (1/100 s): the whole host's busy time,
+// the exporter's and this test process's.
+type cpuUse struct {
+	at                   time.Time
+	host, exporter, self float64
+}
+
+func readCPU(pid int) cpuUse {
+	u := cpuUse{at: time.Now()}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+		for i, v := range f[1:] {
+			if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is already in user
+				continue
+			}
+			x, _ := strconv.ParseFloat(v, 64)
+			u.host += x
+		}
+	}
+	procTicks := func(path string) float64 {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return 0
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		return ut + st
+	}
+	u.exporter = procTicks(fmt.Sprintf("/proc/%d/stat", pid))
+	u.self = procTicks("/proc/self/stat")
+	return u
+}
+
+// othersCores is how many CPUs other processes kept busy on average between two readings:
+// what a timing figure taken meanwhile competed with.
+func othersCores(a, b cpuUse) float64 {
+	ticks := (b.host - a.host) - (b.exporter - a.exporter) - (b.self - a.self)
+	return ticks / 100 / b.at.Sub(a.at).Seconds()
+}
+
+func cores(a, b cpuUse, of func(cpuUse) float64) float64 {
+	return (of(b) - of(a)) / 100 / b.at.Sub(a.at).Seconds()
 }
