@@ -431,12 +431,15 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 		return err
 	}
 	defer p.Close()
-	// One round reads all of it sequentially; the probe reports nothing until it is done,
-	// so the progress shows the time spent only.
+	// One round reads all of it sequentially; each timed read is observed, which is
+	// what the progress counts.
+	var read atomic.Int64
+	env := &probe.Env{Budget: probe.Unlimited, Observe: func(probe.Sample) { read.Add(SeqreadBlock) }}
 	stop := r.opts.Progress.start(ProbeSeqread, func(elapsed time.Duration) (float64, string) {
-		return -1, fmt.Sprintf("reading %s in %s blocks", mib(SeqreadBytes), mib(SeqreadBlock))
+		n := read.Load()
+		return float64(n) / SeqreadBytes, fmt.Sprintf("%s/%s in %s blocks", mib(n), mib(SeqreadBytes), mib(SeqreadBlock))
 	})
-	res, err := p.Round(ctx, &probe.Env{Budget: probe.Unlimited})
+	res, err := p.Round(ctx, env)
 	stop(err == nil)
 	if err != nil {
 		return fmt.Errorf("seqread probe: %w", err)

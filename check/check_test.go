@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -204,4 +206,60 @@ func TestProgressBarOnTerminalPlainLinesOtherwise(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRunInProcessReportsEveryProbeAndCleansUp runs the check in the test process (so
+// the race detector sees the progress goroutine beside the I/O) with all three probes.
+func TestRunInProcessReportsEveryProbeAndCleansUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 256 MiB read file")
+	}
+	dir := t.TempDir()
+	var progress syncBuffer
+	rep, err := Run(t.Context(), Options{
+		Path: dir, Probes: []string{"seqread", "fsync", "randread"},
+		Size: 256 * 2300, BlockSize: 2300, Duration: 300 * time.Millisecond, Threshold: DefaultThreshold,
+		Progress: NewProgress(&progress, true, 10*time.Millisecond),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Fsync == nil || rep.Fsync.Ops != 256 || rep.Fsync.Fdatasync.Count != 256 || rep.Fsync.Write.Count != 256 {
+		t.Errorf("fsync result %+v, want 256 writes and 256 fdatasyncs", rep.Fsync)
+	}
+	if rep.Randread == nil || rep.Randread.Ops == 0 || rep.Randread.Read.Count != rep.Randread.Ops {
+		t.Errorf("randread result %+v", rep.Randread)
+	}
+	if rep.Seqread == nil || rep.Seqread.Bytes != SeqreadBytes || rep.Seqread.BytesPerSecond <= 0 {
+		t.Errorf("seqread result %+v, want %d bytes read", rep.Seqread, SeqreadBytes)
+	}
+	if rep.Verdict != Pass && rep.Verdict != Fail {
+		t.Errorf("verdict %q with the fsync probe run", rep.Verdict)
+	}
+	// The probes run in a fixed order whatever --probes says: fsync, then the reads.
+	out := progress.String()
+	if i, j, k := strings.Index(out, "fsync "), strings.Index(out, "randread "), strings.Index(out, "seqread "); !(i >= 0 && i < j && j < k) {
+		t.Errorf("progress shows the phases out of order:\n%q", out)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		t.Errorf("left behind: %s", e.Name())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

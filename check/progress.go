@@ -25,8 +25,8 @@ func NewProgress(w io.Writer, tty bool, interval time.Duration) *Progress {
 	return &Progress{w: w, tty: tty, interval: interval, now: time.Now}
 }
 
-// status reports a phase's completion (0 to 1, or negative when unknown) and a detail
-// line, given the time since the phase started. It is called from the progress goroutine.
+// status reports a phase's completion (0 to 1) and a detail line, given the time since
+// the phase started. It is called from the progress goroutine.
 type status func(elapsed time.Duration) (fraction float64, detail string)
 
 const barWidth = 30
@@ -80,39 +80,21 @@ func (p *Progress) draw(name string, st status, elapsed time.Duration, final boo
 		switch {
 		case final:
 			fmt.Fprintf(p.w, "%s: done in %s: %s\n", name, formatSeconds(elapsed), detail)
-		case f >= 0:
-			fmt.Fprintf(p.w, "%s: %3.0f%%  %s  elapsed %s  ETA %s\n", name, 100*f, detail, formatSeconds(elapsed), eta(f, elapsed))
 		default:
-			fmt.Fprintf(p.w, "%s: %s  elapsed %s\n", name, detail, formatSeconds(elapsed))
+			fmt.Fprintf(p.w, "%s: %3.0f%%  %s  elapsed %s  ETA %s\n", name, 100*f, detail, formatSeconds(elapsed), eta(f, elapsed))
 		}
 		return
 	}
-	var line string
-	if f >= 0 {
-		filled := int(f * barWidth)
-		filled = max(0, min(filled, barWidth))
-		bar := strings.Repeat("=", filled)
-		if filled < barWidth {
-			bar += ">" + strings.Repeat(" ", barWidth-filled-1)
-		}
-		line = fmt.Sprintf("%-9s [%s] %3.0f%%  %s  ", name, bar, 100*f, detail)
-		if final {
-			line += "in " + formatSeconds(elapsed)
-		} else {
-			line += "ETA " + eta(f, elapsed)
-		}
+	filled := max(0, min(int(f*barWidth), barWidth))
+	bar := strings.Repeat("=", filled)
+	if filled < barWidth {
+		bar += ">" + strings.Repeat(" ", barWidth-filled-1)
+	}
+	line := fmt.Sprintf("%-9s [%s] %3.0f%%  %s  ", name, bar, 100*f, detail)
+	if final {
+		line += "in " + formatSeconds(elapsed)
 	} else {
-		// No known end: a marker bouncing across the bar shows that it is alive.
-		pos := int(elapsed/(100*time.Millisecond)) % (2 * (barWidth - 1))
-		if pos >= barWidth {
-			pos = 2*(barWidth-1) - pos
-		}
-		bar := strings.Repeat(" ", pos) + "<=>"
-		bar = (bar + strings.Repeat(" ", barWidth))[:barWidth]
-		if final {
-			bar = strings.Repeat("=", barWidth)
-		}
-		line = fmt.Sprintf("%-9s [%s]       %s  %s", name, bar, detail, formatSeconds(elapsed))
+		line += "ETA " + eta(f, elapsed)
 	}
 	// \r and erase-to-end-of-line redraw the bar in place.
 	fmt.Fprintf(p.w, "\r%s\x1b[K", line)

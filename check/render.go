@@ -16,17 +16,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "path:      %s\n", r.Path)
 	fmt.Fprintf(&b, "device:    %s\n", r.deviceLine())
 	if f := r.Fsync; f != nil {
-		fmt.Fprintf(&b, "\nfsync: %d × (%d B write + fdatasync) into a fallocated file, %s in %s: %.0f writes/s\n",
+		fmt.Fprintf(&b, "\nfsync (etcd's fio recipe): %d ops of %d B write + fdatasync into a fallocated file, %s in %s, %.0f writes/s\n",
 			f.Ops, f.BlockSize, sizeString(int64(f.Ops)*int64(f.BlockSize)), formatSeconds(f.Elapsed), f.WritesPerSecond)
 		latencyTable(&b, []string{"fdatasync", "write"}, []Latency{f.Fdatasync, f.Write})
 	}
 	if rr := r.Randread; rr != nil {
-		fmt.Fprintf(&b, "\nrandread: %d × %d B O_DIRECT reads at random, queue depth 1, in %s: %.0f reads/s\n",
+		fmt.Fprintf(&b, "\nrandread: %d ops of %d B O_DIRECT read at random offsets, queue depth 1, in %s, %.0f reads/s\n",
 			rr.Ops, RandreadBlock, formatSeconds(rr.Elapsed), rr.ReadsPerSecond)
 		latencyTable(&b, []string{"read"}, []Latency{rr.Read})
 	}
 	if s := r.Seqread; s != nil {
-		fmt.Fprintf(&b, "\nseqread: %s in %s O_DIRECT reads in %s: %.1f MiB/s\n",
+		fmt.Fprintf(&b, "\nseqread: %s in %s O_DIRECT reads, %s inside the reads, %.1f MiB/s\n",
 			sizeString(s.Bytes), sizeString(SeqreadBlock), formatSeconds(s.IO), s.BytesPerSecond/(1<<20))
 	}
 	b.WriteString("\n")
