@@ -301,3 +301,65 @@ func TestCheckLeavesNothingBehindAfterCtrlC(t *testing.T) {
 		})
 	}
 }
+
+// An I/O stuck in the kernel (here a frozen filesystem) cannot be cancelled: Ctrl-C must
+// still end the command in bounded time, exit 2, and name what it could not remove.
+func TestCheckInterruptedWhileFilesystemFrozenExitsAndSaysWhatIsLeft(t *testing.T) {
+	_, dir := testenv.LoopExt4(t, 256<<20)
+	logs := t.TempDir()
+	stdout, err := os.Create(filepath.Join(logs, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := os.Create(filepath.Join(logs, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Files, not pipes: the process cannot be reaped until the stuck I/O returns, and the
+	// test must read what it said before thawing.
+	cmd := exec.Command(testenv.Binary(t), "check", "--size=100MiB", dir)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
+	var thaw func()
+	t.Cleanup(func() {
+		if thaw != nil {
+			thaw()
+		}
+		cmd.Process.Kill()
+		<-done
+	})
+	testenv.WaitFor(t, 30*time.Second, "the fsync probe file", func() bool {
+		found, _ := filepath.Glob(filepath.Join(dir, check.ScratchPrefix+"*", ".diskprobe", "fsync.probe"))
+		return len(found) == 1
+	})
+	thaw = testenv.Freeze(t, dir)
+	time.Sleep(time.Second) // the next write blocks on the frozen filesystem
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	said := func() string { b, _ := os.ReadFile(stderr.Name()); return string(b) }
+	testenv.WaitFor(t, 20*time.Second, "check to give up on the stuck I/O", func() bool {
+		return strings.Contains(said(), "check: interrupted by SIGINT, but an I/O is still stuck in the kernel")
+	})
+	t.Logf("gave up %v after SIGINT: %s", time.Since(start).Round(100*time.Millisecond), said())
+	if !strings.Contains(said(), dir+"/"+check.ScratchPrefix+"*") {
+		t.Errorf("the message does not name what may be left: %s", said())
+	}
+	thaw()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("check did not exit after the thaw")
+	}
+	var exit *exec.ExitError
+	if !errors.As(waitErr, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("exit %v, want 2", waitErr)
+	}
+	if out, _ := os.ReadFile(stdout.Name()); len(out) != 0 {
+		t.Errorf("an interrupted check printed a summary:\n%s", out)
+	}
+}

@@ -113,7 +113,7 @@ func (c *checkCommand) run(paths device.Paths) int {
 		case <-time.After(stuckGrace):
 			// An I/O stuck in the kernel (a frozen filesystem, a dying disk) cannot be
 			// cancelled; say what is left rather than hang.
-			return fail(fmt.Errorf("interrupted by %s, but an I/O has been stuck in the kernel for %s; %s/%s* could not be removed yet", sigName(sig), stuckGrace, opts.Path, check.ScratchPrefix))
+			return fail(fmt.Errorf("interrupted by %s, but an I/O is still stuck in the kernel %s later; %s/%s* could not be removed yet", sigName(sig), stuckGrace, opts.Path, check.ScratchPrefix))
 		case sig = <-signals:
 			return fail(fmt.Errorf("interrupted twice (%s) while an I/O is still in the kernel; %s/%s* may be left behind", sigName(sig), opts.Path, check.ScratchPrefix))
 		}
