@@ -344,7 +344,7 @@ func (r *runner) runFsync(ctx context.Context, scratch string) error {
 		Ops:             len(syncs),
 		BlockSize:       r.opts.BlockSize,
 		Elapsed:         elapsed,
-		WritesPerSecond: float64(len(syncs)) / elapsed.Seconds(),
+		WritesPerSecond: perSecond(float64(len(syncs)), elapsed),
 		Fdatasync:       Summarize(syncs),
 		Write:           Summarize(writes),
 	}
@@ -419,7 +419,7 @@ func (r *runner) runRandread(ctx context.Context, src *probe.ReadSource) error {
 	r.rep.Randread = &RandreadResult{
 		Ops:            len(reads),
 		Elapsed:        elapsed,
-		ReadsPerSecond: float64(len(reads)) / elapsed.Seconds(),
+		ReadsPerSecond: perSecond(float64(len(reads)), elapsed),
 		Read:           Summarize(reads),
 	}
 	return nil
@@ -444,7 +444,7 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 	if err != nil {
 		return fmt.Errorf("seqread probe: %w", err)
 	}
-	r.rep.Seqread = &SeqreadResult{Bytes: res.Bytes, IO: res.IO, BytesPerSecond: float64(res.Bytes) / res.IO.Seconds()}
+	r.rep.Seqread = &SeqreadResult{Bytes: res.Bytes, IO: res.IO, BytesPerSecond: perSecond(float64(res.Bytes), res.IO)}
 	return nil
 }
 
@@ -473,6 +473,14 @@ func (rep *Report) judge() {
 	if f.WritesPerSecond < writesPerSec {
 		warn("%.0f writes/s is under the %d sequential IOPS etcd's hardware guide names for a light load", f.WritesPerSecond, writesPerSec)
 	}
+}
+
+// perSecond is a rate that JSON can carry: 0, not +Inf, for a zero duration.
+func perSecond(n float64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return n / d.Seconds()
 }
 
 func mib(n int64) string {

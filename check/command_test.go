@@ -152,6 +152,10 @@ func TestCheckRefusesWhatItCannotMeasure(t *testing.T) {
 	_, readonly := testenv.LoopExt4(t, 128<<20)
 	testenv.Run(t, "mount", "-o", "remount,ro", readonly)
 	dev := testenv.LoopDevice(t, 32<<20)
+	file := filepath.Join(t.TempDir(), "wal")
+	if err := os.WriteFile(file, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name string
@@ -160,6 +164,7 @@ func TestCheckRefusesWhatItCannotMeasure(t *testing.T) {
 		want []string
 	}{
 		{"missing path", []string{"/nonexistent/etcd"}, "", []string{"check: /nonexistent/etcd does not exist"}},
+		{"regular file", []string{file}, "", []string{file + " is neither a directory nor a block device"}},
 		{"tmpfs", []string{tmpfs}, tmpfs, []string{"on tmpfs, which is memory, not a disk"}},
 		{"not enough free space", []string{small}, small, []string{"not enough free space on " + small, "the check needs 86.0 MiB"}},
 		{"read-only filesystem", []string{readonly}, readonly, []string{"cannot create the check's scratch directory in " + readonly, "read-only file system"}},
