@@ -83,9 +83,10 @@ func stats(t *testing.T, dev string) device.Stats {
 	return s
 }
 
-// statsPoint is one read of /proc/diskstats, timed.
+// statsPoint is one read of /proc/diskstats, timed before and after: on a busy machine
+// the sampler can be held up between the read and the clock.
 type statsPoint struct {
-	at time.Time
+	from, at time.Time
 	device.Stats
 }
 
@@ -105,14 +106,19 @@ func recordStats(t *testing.T, dev string, period time.Duration) *statsRecorder 
 		defer close(r.done)
 		tick := time.NewTicker(period)
 		defer tick.Stop()
-		for {
+		sample := func() {
+			from := time.Now()
 			if s, err := (device.Paths{}).ReadStats(name); err == nil {
 				r.mu.Lock()
-				r.points = append(r.points, statsPoint{time.Now(), s})
+				r.points = append(r.points, statsPoint{from, time.Now(), s})
 				r.mu.Unlock()
 			}
+		}
+		for {
+			sample()
 			select {
 			case <-r.stop:
+				sample() // what happened up to the stop
 				return
 			case <-tick.C:
 			}
@@ -122,7 +128,7 @@ func recordStats(t *testing.T, dev string, period time.Duration) *statsRecorder 
 	return r
 }
 
-// Stop ends the sampling (idempotent) and returns the points.
+// Stop takes a last sample and ends the sampling (idempotent).
 func (r *statsRecorder) Stop() {
 	select {
 	case <-r.stop:
@@ -140,11 +146,13 @@ func (r *statsRecorder) Points() []statsPoint {
 
 // maxExcess is the largest amount by which the bytes a counter moved over any window of
 // at least minWindow exceed rate × window. A token bucket of that rate lets through at
-// most its burst on top, whatever the window.
+// most its burst on top, whatever the window. Windows are taken at their longest (from
+// before the first read to after the second), so a sampler held up by a busy machine
+// cannot make a rate look higher than it was.
 func maxExcess(points []statsPoint, sectors func(device.Stats) uint64, rate float64, minWindow time.Duration) (excess float64, at string) {
 	for i := range points {
 		for j := i + 1; j < len(points); j++ {
-			w := points[j].at.Sub(points[i].at)
+			w := points[j].at.Sub(points[i].from)
 			if w < minWindow {
 				continue
 			}
@@ -161,25 +169,23 @@ func maxExcess(points []statsPoint, sectors func(device.Stats) uint64, rate floa
 func readSectors(s device.Stats) uint64  { return s.ReadSectors }
 func writeSectors(s device.Stats) uint64 { return s.WriteSectors }
 
-// activeSpan is a lower bound of the time the counter took to move by total bytes: from
-// the first point at which it had moved at all to the last point at which it had not yet
-// moved by total. ok is false if it never moved by total.
+// activeSpan is the longest the counter can have taken to move by total bytes: from
+// before the last point at which it had not moved yet to after the first point at which
+// it had moved by total. Taken at its longest, a sampler held up by a busy machine cannot
+// make a rate limit look broken. ok is false if it never moved by total.
 func activeSpan(points []statsPoint, sectors func(device.Stats) uint64, total uint64) (time.Duration, bool) {
 	if len(points) == 0 {
 		return 0, false
 	}
 	base := sectors(points[0].Stats)
-	var start time.Time
-	for i, p := range points {
+	start := points[0].from
+	for _, p := range points {
 		moved := (sectors(p.Stats) - base) * 512
-		if moved > 0 && start.IsZero() {
-			start = p.at
+		if moved == 0 {
+			start = p.from
 		}
 		if moved >= total {
-			if start.IsZero() || i == 0 {
-				return 0, true
-			}
-			return max(points[i-1].at.Sub(start), 0), true
+			return p.at.Sub(start), true
 		}
 	}
 	return 0, false
