@@ -12,11 +12,16 @@ import (
 
 // FillRandom writes size bytes of random data at the start of dev with O_DIRECT and waits
 // for them to reach the device, so that later reads are real reads of written blocks and
-// not of the holes of a sparse image.
+// not of the holes of a sparse image. Where udev runs, closing the written device makes it
+// probe the device (blkid reads); that is waited for, so it does not land in a test's
+// measurements.
 func FillRandom(t testing.TB, dev string, size int64) {
 	t.Helper()
 	RequireTools(t, "dd")
 	Run(t, "dd", "if=/dev/urandom", "of="+dev, "bs=1M", fmt.Sprintf("count=%d", size>>20), "oflag=direct", "conv=fsync", "status=none")
+	if _, err := exec.LookPath("udevadm"); err == nil {
+		exec.Command("udevadm", "settle", "--timeout=10").Run()
+	}
 }
 
 // PartitionedLoopDevice is a loop device of size bytes with a GPT table holding one
