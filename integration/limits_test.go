@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,8 @@ func checkBandwidth(t *testing.T, what string, points []statsPoint, sectors func
 	if span < minSpan {
 		t.Errorf("%s: %d MiB went through in %v, faster than the %d MiB/s limit allows (≥ %v)", what, total/mib, span, limitBandwidth/mib, minSpan)
 	}
+	moved := float64(sectors(points[len(points)-1].Stats)-sectors(points[0].Stats)) * 512
+	t.Logf("%s: %.2f MiB counted in all", what, moved/mib)
 	excess, at := maxExcess(points, sectors, limitBandwidth, time.Second)
 	t.Logf("%s: largest excess over rate × window: %.2f MiB (%s)", what, excess/mib, at)
 	if excess > limitBurst+block {
@@ -69,7 +72,7 @@ func TestReadProbeFilePreparationHeldToBandwidthLimit(t *testing.T) {
 	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
   - name: dir
     path: %s
-    randread: {interval: 1h, ops: 1, file_size: 32MiB}
+    randread: {interval: 1s, ops: 1, file_size: 32MiB}
     limits:   {bandwidth: 8MiB, min_free: 1MiB}
 `, dir))
 	rec := recordStats(t, dev, 50*time.Millisecond)
@@ -78,4 +81,13 @@ func TestReadProbeFilePreparationHeldToBandwidthLimit(t *testing.T) {
 	rec.Stop()
 	// The file's data, plus a little ext4 metadata and journal.
 	checkBandwidth(t, "read probe file preparation", rec.Points(), writeSectors, 32*mib)
+
+	// The randread rounds due during the ~4 s of preparation were skipped and counted.
+	f := e.MustScrape()
+	if n := metric(f, "diskprobe_probe_skipped_total", "target", "dir", "probe", "randread", "reason", "preparing"); n < 2 {
+		t.Errorf("diskprobe_probe_skipped_total{reason=\"preparing\"} = %v after a ~4 s preparation with randread due every second", n)
+	}
+	if !strings.Contains(e.Log.String(), `msg="preparing the read probe file"`) {
+		t.Errorf("no preparation progress in the log:\n%s", e.Log.String())
+	}
 }
