@@ -104,6 +104,16 @@ func TestForeignFilesAreNeverTouched(t *testing.T) {
 	}
 	t.Logf("e.g. %s", logLines(e, "target=symlink", "refusing to touch")[0])
 
+	// Moved away by the operator: the probe recovers by itself.
+	must(t, os.Rename(foreignFile, filepath.Join(d["victims"], "moved-away")))
+	moved := time.Now()
+	waitMetric(t, e, 15*time.Second, "an fsync round once the foreign file is gone", func(f families) bool {
+		return lastSuccess(f, "foreign", "fsync") > float64(moved.UnixNano())/1e9
+	})
+	if len(logLines(e, "probe recovered", "target=foreign", "probe=fsync")) != 1 {
+		t.Errorf("no log line saying the probe recovered once the foreign file was moved away")
+	}
+
 	// The exporter's own files: 0700 directory, 0600 files, owned by its user.
 	checkMode(t, filepath.Join(d["ours"], ".diskprobe"), 0o700)
 	checkMode(t, filepath.Join(d["ours"], ".diskprobe", "fsync.probe"), 0o600)

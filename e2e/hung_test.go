@@ -185,8 +185,10 @@ func TestSIGTERMExitsWhileIOIsStuck(t *testing.T) {
 	if exited > 5*time.Second {
 		t.Errorf("exited %s after SIGTERM; want within 5s even with I/O stuck", exited)
 	}
-	if len(logLines(e, "I/O still stuck in the kernel")) == 0 {
+	if lines := logLines(e, "I/O still stuck in the kernel"); len(lines) == 0 {
 		t.Errorf("no log line warning that the process exits with I/O stuck")
+	} else {
+		t.Logf("logged: %s", strings.Join(append(logLines(e, "abandoning"), lines...), "\n"))
 	}
 
 	// Once the I/O returns, the kernel lets the zombie go.

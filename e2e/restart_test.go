@@ -39,6 +39,10 @@ func TestKilledDuringPreparationNeverReadsAFileWithHoles(t *testing.T) {
 	// 32 MiB at 4 MiB/s: killed about a third of the way.
 	e := testenv.StartExporter(t, cfg)
 	waitMetric(t, e, 20*time.Second, "a third of the read probe file written", func(f families) bool { return prepBytes(f) >= 10<<20 })
+	if f := e.MustScrape(); skipped(f, "data", "randread", "preparing") == 0 || runs(f, "data", "randread") != 0 {
+		t.Errorf("read rounds during preparation: %.0f skipped (reason preparing), %.0f run; want all skipped",
+			skipped(f, "data", "randread", "preparing"), runs(f, "data", "randread"))
+	}
 	e.Cmd.Process.Kill()
 	<-e.Done()
 	hole, size := firstHole(t, probeFile)
