@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"time"
@@ -63,7 +62,7 @@ func (p *Randread) readAt(inflight *Inflight, off int64) (time.Duration, error) 
 	d := time.Since(t0)
 	inflight.end()
 	if err == nil && n != len(p.buf) {
-		err = fmt.Errorf("short read at offset %d: %d of %d bytes", off, n, len(p.buf))
+		err = p.src.shortRead(n, len(p.buf))
 	}
 	if err != nil {
 		return 0, &os.PathError{Op: "read", Path: p.src.path, Err: err}

@@ -312,6 +312,17 @@ func (s *ReadSource) Remove() error {
 	return removeOwn(s.path)
 }
 
+// shortRead explains a read that returned fewer bytes than asked. The usual cause is a
+// device or file that shrank under us (a disk that dropped off the bus reads as capacity
+// 0): the message says so with the size now and at start, and leaves the random offset
+// out, so that one condition gives one message round after round (and is logged once).
+func (s *ReadSource) shortRead(n, want int) error {
+	if size, err := unix.Seek(s.fd, 0, unix.SEEK_END); err == nil && size < s.end {
+		return fmt.Errorf("short read: the device or file is now %d bytes, %d at start: it shrank or went away", size, s.end)
+	}
+	return fmt.Errorf("short read: %d of %d bytes", n, want)
+}
+
 func (s *ReadSource) checkBlockSize(probe string, n int64) error {
 	if n%s.align != 0 {
 		return fmt.Errorf("%s: %s block_size %d is not a multiple of the O_DIRECT alignment %d of %s", probe, probe, n, s.align, s.path)

@@ -57,7 +57,7 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 		d := time.Since(t0)
 		env.Inflight.end()
 		if err == nil && n != len(buf) {
-			err = fmt.Errorf("short read at offset %d: %d of %d bytes", off, n, len(buf))
+			err = p.src.shortRead(n, len(buf))
 		}
 		if err != nil {
 			return res, &os.PathError{Op: "read", Path: p.src.path, Err: err}
