@@ -143,3 +143,57 @@ func errorLines(e *testenv.Exporter, target, probe string) int {
 	}
 	return n
 }
+
+// TestRawDeviceGoneToZeroIsAnErrorLoggedOnce shrinks a raw loop device under a running
+// target to nothing, as a disk that drops off the bus looks to an open descriptor (its
+// capacity goes to 0), and brings it back. (A plain `losetup -d` does nothing visible: the
+// kernel defers the detach until the exporter's descriptor is closed.) Every read round
+// fails, counted, logged once; the other target is unaffected; reads resume when the
+// capacity is back.
+func TestRawDeviceGoneToZeroIsAnErrorLoggedOnce(t *testing.T) {
+	testenv.RequireRoot(t)
+	dev := testenv.LoopDevice(t, 64<<20)
+	backing := strings.TrimSpace(testenv.Run(t, "losetup", "--noheadings", "--output", "BACK-FILE", dev))
+	steadyDir := t.TempDir()
+	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: raw
+    path: %s
+    randread: {interval: 1s, ops: 2}
+  - name: steady
+    path: %s
+    fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 1MiB}
+    limits: {min_free: 0}
+`, dev, steadyDir))
+	e := testenv.StartExporter(t, cfg)
+	waitMetric(t, e, 15*time.Second, "randread rounds on the raw device", func(f families) bool {
+		return runs(f, "raw", "randread") >= 2 && runs(f, "steady", "fsync") >= 2
+	})
+
+	must(t, os.Truncate(backing, 0))
+	testenv.Run(t, "losetup", "--set-capacity", dev)
+	gone := e.MustScrape()
+	time.Sleep(6 * time.Second)
+	during := e.MustScrape()
+	if d := errs(during, "raw", "randread") - errs(gone, "raw", "randread"); d < 3 {
+		t.Errorf("%.0f errors in 6 rounds on a device gone to zero capacity", d)
+	}
+	lines := logLines(e, `msg="probe failed"`, "target=raw")
+	if len(lines) != 1 {
+		t.Errorf("%d error lines in 6 rounds; want one per change of state:\n%s", len(lines), strings.Join(lines, "\n"))
+	} else {
+		t.Logf("logged: %s", lines[0])
+	}
+	if d := runs(during, "steady", "fsync") - runs(gone, "steady", "fsync"); d < 4 || errs(during, "steady", "fsync") != 0 {
+		t.Errorf("the other target was disturbed: %.0f rounds in 6s, %.0f errors", d, errs(during, "steady", "fsync"))
+	}
+
+	must(t, os.Truncate(backing, 64<<20))
+	testenv.Run(t, "losetup", "--set-capacity", dev)
+	back := time.Now()
+	waitMetric(t, e, 15*time.Second, "randread rounds once the device is back", func(f families) bool {
+		return lastSuccess(f, "raw", "randread") > float64(back.UnixNano())/1e9
+	})
+	if len(logLines(e, "probe recovered", "target=raw")) != 1 {
+		t.Errorf("no log line saying the probe recovered")
+	}
+}
