@@ -77,7 +77,7 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
 			return res, err
 		}
-		if err := p.ensureRoom(); err != nil {
+		if err := p.ensureRoom(env.Inflight); err != nil {
 			return res, err
 		}
 		write, sync, err := p.writeAndSync(env.Inflight)
@@ -123,10 +123,14 @@ func (p *Fsync) writeAndSync(inflight *Inflight) (write, sync time.Duration, err
 // ensureRoom opens the file on first use and cuts a new one when the next block would
 // not fit. A fresh file at start-up means every write lands on preallocated, never
 // written blocks, as etcd's do and as fio's recipe does.
-func (p *Fsync) ensureRoom() error {
+func (p *Fsync) ensureRoom(inflight *Inflight) error {
 	if p.f != nil && p.off+int64(len(p.buf)) <= p.opts.FileSize {
 		return nil
 	}
+	// Cutting a file (mkdir, create, fallocate, fdatasync) hangs on a frozen or dying
+	// filesystem just as a write does: it is the outstanding operation, and its age shows.
+	inflight.begin(timeNow())
+	defer inflight.end()
 	if p.f != nil {
 		p.f.Close()
 		p.f, p.fd = nil, -1

@@ -129,11 +129,16 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 	}
 	p := s.prep
 	if p.wfd < 0 {
-		if ok, err := s.reuse(); err != nil || ok {
-			return res, ok, err
+		// Opening, creating and allocating the file hang on a frozen or dying filesystem
+		// as its writes do: they are the outstanding operation too.
+		env.Inflight.begin(timeNow())
+		ok, err := s.reuse()
+		if err == nil && !ok {
+			err = s.begin()
 		}
-		if err := s.begin(); err != nil {
-			return res, false, err
+		env.Inflight.end()
+		if err != nil || ok {
+			return res, ok, err
 		}
 	}
 	if p.chunk == nil {
@@ -162,7 +167,10 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 	if p.off < p.size {
 		return res, false, nil
 	}
-	if err := s.finish(env); err != nil {
+	env.Inflight.begin(timeNow())
+	err := s.finish(env)
+	env.Inflight.end()
+	if err != nil {
 		s.abort()
 		return res, false, err
 	}

@@ -121,8 +121,13 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 			return res, fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, p.dir, p.minFree>>20)
 		}
 	}
-	if err := p.open(); err != nil {
-		return res, err
+	if p.fd < 0 {
+		env.Inflight.begin(timeNow()) // creating the file can hang as its writes can
+		err := p.open()
+		env.Inflight.end()
+		if err != nil {
+			return res, err
+		}
 	}
 	buf, err := alignedBuffer(p.blockSize) // for the round only, as Seqread's
 	if err != nil {
