@@ -216,3 +216,34 @@ func processState(pid int) string {
 	}
 	return s[i+2 : i+3]
 }
+
+// TestFrozenWhileCuttingANewProbeFileIsReportedStuck freezes the filesystem when the fsync
+// probe is about to start a new file (every round here: the file holds one block), so
+// the probe hangs in mkdir/create rather than in a write. That hang must show just the
+// same: its age in diskprobe_probe_inflight_seconds, one "stuck" error and log line past
+// limits.timeout, and recovery after the thaw.
+func TestFrozenWhileCuttingANewProbeFileIsReportedStuck(t *testing.T) {
+	testenv.RequireRoot(t)
+	_, dir := testenv.LoopExt4(t, 64<<20)
+	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: frozen
+    path: %s
+    fsync: {interval: 1s, ops: 1, block_size: 4KiB, file_size: 8KiB}
+    limits: {timeout: 3s, min_free: 0}
+`, dir))
+	e := testenv.StartExporter(t, cfg)
+	waitMetric(t, e, 15*time.Second, "fsync rounds", func(f families) bool { return runs(f, "frozen", "fsync") >= 2 })
+	thaw := testenv.Freeze(t, dir)
+	f := waitMetric(t, e, 15*time.Second, "the stuck file creation reported past limits.timeout", func(f families) bool {
+		return inflight(f, "frozen", "fsync") > 4 && errs(f, "frozen", "fsync") >= 1
+	})
+	t.Logf("in-flight age %.1fs, %.0f rounds skipped", inflight(f, "frozen", "fsync"), skipped(f, "frozen", "fsync", "inflight"))
+	if n := len(logLines(e, "I/O operation stuck in the kernel", "target=frozen")); n != 1 {
+		t.Errorf("%d log lines about the stuck operation; want one", n)
+	}
+	thaw()
+	thawed := time.Now()
+	waitMetric(t, e, 15*time.Second, "an fsync round after the thaw", func(f families) bool {
+		return lastSuccess(f, "frozen", "fsync") > float64(thawed.UnixNano())/1e9 && inflight(f, "frozen", "fsync") == 0
+	})
+}
