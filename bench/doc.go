@@ -1,0 +1,6 @@
+// Package bench measures diskprobe_exporter against fio and against its own promises:
+// latency agreement with fio, the prober's CPU, memory and disk cost, and the scrape
+// cost at scale. It drives the probe package directly, so what it measures is the code
+// the daemon runs. `make bench` runs TestBenchReport, which rewrites BENCHMARKS.md; the
+// Go benchmarks in hotpath_test.go cover allocations and contention on the hot paths.
+package bench

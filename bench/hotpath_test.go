@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/metrics"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/diskprobe/diskprobe_exporter/collector"
+	"github.com/diskprobe/diskprobe_exporter/probe"
+)
+
+// The hot paths: one operation per iteration through the probe package, exactly as the
+// daemon's worker calls it (Round with the Unlimited budget standing in for a budget that
+// has tokens), each sample observed into a histogram built like the daemon's. Run with
+// -benchmem: allocs/op must be 0.
+
+// benchDir is a directory on a disk-backed filesystem (O_DIRECT; b.TempDir may be tmpfs).
+func benchDir(tb testing.TB) string {
+	tb.Helper()
+	base := os.Getenv("DISKPROBE_BENCH_DIR")
+	if base == "" {
+		base = "/var/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "diskprobe-hot-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if err := probe.CheckDirectIO(dir); err != nil {
+		tb.Skipf("%v (set DISKPROBE_BENCH_DIR to a directory on a disk)", err)
+	}
+	return dir
+}
+
+// latencyVec is a histogram vector like the daemon's (collector.LatencyBuckets and
+// native buckets), one child per target.
+func latencyVec() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "bench_duration_seconds", Help: "Latency of the benchmarked operation.",
+		Buckets: collector.LatencyBuckets, NativeHistogramBucketFactor: collector.NativeBucketFactor,
+		NativeHistogramMaxBucketNumber: 160, NativeHistogramMinResetDuration: time.Hour,
+	}, []string{"target"})
+}
+
+func observeInto(h prometheus.Observer) *probe.Env {
+	return &probe.Env{Budget: probe.Unlimited, Inflight: &probe.Inflight{},
+		Observe: func(s probe.Sample) { h.Observe(s.Duration.Seconds()) }}
+}
+
+func newFsync(tb testing.TB, dir string) *probe.Fsync {
+	p, err := probe.NewFsync(probe.FsyncOptions{Dir: dir, Ops: 1, BlockSize: 2300, FileSize: 64 << 20})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Remove() })
+	return p
+}
+
+func newRandread(tb testing.TB, dir string, size int64) *probe.Randread {
+	src, err := probe.NewProbeFile(dir, size, 0, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { src.Remove() })
+	if err := Prepare(context.Background(), src); err != nil {
+		tb.Fatal(err)
+	}
+	p, err := probe.NewRandread(src, 1, 4096)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
+// BenchmarkFsyncWriteFdatasync is one 2300-byte write + fdatasync per iteration.
+func BenchmarkFsyncWriteFdatasync(b *testing.B) {
+	p := newFsync(b, benchDir(b))
+	env := observeInto(latencyVec().WithLabelValues("t"))
+	ctx := context.Background()
+	if _, err := p.Round(ctx, env); err != nil { // creates the file
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Round(ctx, env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRandread4KiB is one 4 KiB O_DIRECT pread per iteration.
+func BenchmarkRandread4KiB(b *testing.B) {
+	p := newRandread(b, benchDir(b), 16<<20)
+	env := observeInto(latencyVec().WithLabelValues("t"))
+	ctx := context.Background()
+	if _, err := p.Round(ctx, env); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Round(ctx, env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTargetsInParallel runs 8 targets at once, as the daemon's per-target workers
+// do: half fsync, half randread, each with its own probe state and its own child of one
+// shared histogram vector. mutex-wait-ns/op is the time goroutines spent blocked on any
+// lock (sync.Mutex, RWMutex or runtime-internal; runtime/metrics) per operation: 0 means
+// the targets never wait for each other. The with-scrapes variant gathers the registry
+// every 10 ms meanwhile, as a scrape does (its own allocations count in allocs/op there).
+func BenchmarkTargetsInParallel(b *testing.B) {
+	for _, scrapes := range []bool{false, true} {
+		name := "targets=8"
+		if scrapes {
+			name += "/with-scrapes"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkTargets(b, 8, scrapes) })
+	}
+}
+
+func benchmarkTargets(b *testing.B, n int, scrapes bool) {
+	dir := benchDir(b)
+	vec := latencyVec()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(vec)
+	ctx := context.Background()
+	type target struct {
+		p   probe.Prober
+		env *probe.Env
+	}
+	targets := make([]target, n)
+	for i := range targets {
+		tdir := fmt.Sprintf("%s/t%d", dir, i)
+		if err := os.Mkdir(tdir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		var p probe.Prober
+		if i%2 == 0 {
+			p = newFsync(b, tdir)
+		} else {
+			p = newRandread(b, tdir, 4<<20)
+		}
+		targets[i] = target{p, observeInto(vec.WithLabelValues(fmt.Sprint(i)))}
+		if _, err := p.Round(ctx, targets[i].env); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	gathered := make(chan struct{})
+	if scrapes {
+		go func() {
+			defer close(gathered)
+			t := time.NewTicker(10 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					reg.Gather()
+				}
+			}
+		}()
+	} else {
+		close(gathered)
+	}
+	var next atomic.Int32
+	b.SetParallelism((n + 1) / 2) // GOMAXPROCS × this = goroutines; one target each on 2 CPUs
+	b.ReportAllocs()
+	wait0 := mutexWait()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		t := targets[int(next.Add(1)-1)%n]
+		for pb.Next() {
+			if _, err := t.p.Round(ctx, t.env); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	wait := mutexWait() - wait0
+	close(stop)
+	<-gathered
+	b.ReportMetric(float64(wait.Nanoseconds())/float64(b.N), "mutex-wait-ns/op")
+}
+
+// mutexWait is the cumulative time goroutines have spent blocked on locks.
+func mutexWait() time.Duration {
+	s := []metrics.Sample{{Name: "/sync/mutex/wait/total:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return time.Duration(s[0].Value.Float64() * 1e9)
+}

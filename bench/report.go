@@ -1,0 +1,520 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is everything one `make bench` run measured. Markdown renders BENCHMARKS.md
+// from it; CDFs are the data behind the plots.
+type Report struct {
+	Date     time.Time
+	Command  string // the command that produced the report
+	Elapsed  time.Duration
+	Machine  Machine
+	Cases    []*Case
+	CPU      []*CPUFigure
+	Scale    *Scale
+	Hot      *HotPaths
+	PlotsDir string // relative to the report
+}
+
+// Machine is what the figures were measured on.
+type Machine struct {
+	NumCPU       int
+	CPUModel     string
+	MemTotal     string
+	Kernel       string
+	GoVersion    string
+	Fio          string
+	NodeExporter string
+	BenchDir     string // where cases without a loop device ran
+	BenchFS      string // its filesystem and device
+	Load         string // load average when the run started
+}
+
+// Side is one run of one tool.
+type Side struct {
+	Ops        int
+	P50, P99   time.Duration // latency cases
+	Throughput float64       // bytes per second (sequential case)
+	CPU        time.Duration // user+sys of the whole process
+	CDF        []Point       // for the plot
+}
+
+// Point is one point of a latency CDF.
+type Point struct {
+	Seconds  float64 `json:"s"`
+	Fraction float64 `json:"f"`
+}
+
+// Round is one interleaved pair of runs.
+type Round struct {
+	OursFirst bool
+	Ours, Fio Side
+}
+
+// Case is one agreement case: ours against fio, same place, interleaved rounds.
+type Case struct {
+	ID         string // file name of the plot
+	Title      string
+	Where      string
+	FioCommand string   // as run (output options added by RunFio)
+	Ours       string   // how our side ran
+	Notes      []string // anything a reader needs to trust the figure
+	Throughput bool     // compared on throughput, not latency percentiles
+	Rounds     []Round
+}
+
+func (c *Case) medians(f func(Side) float64) (ours, fio float64) {
+	var o, r []float64
+	for _, rd := range c.Rounds {
+		o = append(o, f(rd.Ours))
+		r = append(r, f(rd.Fio))
+	}
+	return Median(o), Median(r)
+}
+
+// ratio is the median over the rounds of ours/fio. The two runs of a round are adjacent
+// in time, so a disturbance from outside (this disk is shared) that lasts longer than a
+// run tends to move both; the ratio of the two medians does not pair them.
+func (c *Case) ratio(f func(Side) float64) float64 {
+	var r []float64
+	for _, rd := range c.Rounds {
+		r = append(r, f(rd.Ours)/f(rd.Fio))
+	}
+	return Median(r)
+}
+
+// CPUFigure is CPU per 10,000 operations, ours against fio's, from the rounds of a case.
+type CPUFigure struct {
+	What       string
+	Case       *Case
+	Ours, Fio  time.Duration // median per 10,000 operations
+	Ratio      float64       // median of the per-round ratios
+	OursRounds []time.Duration
+	FioRounds  []time.Duration
+}
+
+// Scale is the cost of the running daemon: scrape, memory and disk budget.
+type Scale struct {
+	Window time.Duration
+
+	// Scrape latency, 64 targets against node_exporter's default collectors (and the
+	// default configuration's single target, for scale).
+	ScrapeOurs, ScrapeNode, ScrapeDefault []time.Duration
+	Series, BodyBytes                     int
+	NodeSeries, NodeBytes                 int
+	SeriesDefault, BytesDefault           int
+	Config64                              string // the 64-target configuration (first target shown)
+	NodeCommand                           string
+
+	// Memory after the window.
+	RSS1, RSS64   int64 // bytes
+	HWM1, HWM64   int64
+	ConfigDefault string
+
+	// Disk budget of the default configuration.
+	Device          string
+	IOTicks         time.Duration // busy time during the window
+	Baseline        time.Duration // busy time during an idle baseline of BaselineWindow
+	BaselineWindow  time.Duration
+	Load            map[string][2]float64 // probe → operations, bytes in the window (its own counters)
+	SeqreadRounds   float64               // seqread rounds in the window
+	SeqreadBusy     time.Duration         // busy time of one seqread round, measured alone
+	DeviceReads     uint64                // completed on the device during the window
+	DeviceWrites    uint64
+	DeviceFlushes   uint64
+	DeviceSectorsRW uint64
+}
+
+// HotPaths are the Go benchmarks.
+type HotPaths struct {
+	Command string
+	Output  string
+	Results []GoBench
+}
+
+// GoBench is one line of `go test -bench` output.
+type GoBench struct {
+	Name    string
+	N       int
+	Metrics map[string]float64 // unit → value: ns/op, B/op, allocs/op, mutex-wait-ns/op
+}
+
+// Row is one line of the summary table.
+type Row struct {
+	Figure, Value, Goal string
+	Met                 bool
+	NoGoal              bool
+	Where               string // anchor of the section with the command
+}
+
+func within(ratio, tol float64) bool { return ratio >= 1-tol && ratio <= 1+tol }
+
+func (r *Report) rows() []Row {
+	var rows []Row
+	for _, c := range r.Cases {
+		if c.Throughput {
+			tp := func(s Side) float64 { return s.Throughput }
+			o, f := c.medians(tp)
+			ratio := c.ratio(tp)
+			rows = append(rows, Row{Figure: c.Title + ": throughput",
+				Value: fmt.Sprintf("%.2f× (%s vs fio %s)", ratio, mbps(o), mbps(f)),
+				Goal:  "within ±10 %", Met: within(ratio, 0.10), Where: c.ID})
+			continue
+		}
+		for _, p := range []struct {
+			name string
+			f    func(Side) float64
+			tol  float64
+		}{{"p50", func(s Side) float64 { return float64(s.P50) }, 0.10}, {"p99", func(s Side) float64 { return float64(s.P99) }, 0.20}} {
+			o, f := c.medians(p.f)
+			ratio := c.ratio(p.f)
+			rows = append(rows, Row{Figure: c.Title + ": " + p.name,
+				Value: fmt.Sprintf("%.2f× (%s vs fio %s)", ratio, dur(o), dur(f)),
+				Goal:  fmt.Sprintf("within ±%.0f %%", p.tol*100), Met: within(ratio, p.tol), Where: c.ID})
+		}
+	}
+	for _, c := range r.CPU {
+		rows = append(rows, Row{Figure: "CPU per 10,000 " + c.What,
+			Value: fmt.Sprintf("%.2f× (%s vs fio %s)", c.Ratio, dur(float64(c.Ours)), dur(float64(c.Fio))),
+			Goal:  "≤ 1.5× fio", Met: c.Ratio <= 1.5, Where: "cpu"})
+	}
+	if s := r.Scale; s != nil {
+		o, n := medianDur(s.ScrapeOurs), medianDur(s.ScrapeNode)
+		ratio := s.scrapeRatio()
+		rows = append(rows,
+			Row{Figure: "/metrics latency, 64 targets, against node_exporter", Value: fmt.Sprintf("%.2f× (medians %s vs %s)", ratio, dur(float64(o)), dur(float64(n))),
+				Goal: "no slower (≤ 1×)", Met: ratio <= 1, Where: "scrape"},
+			Row{Figure: "/metrics size, 64 targets", Value: fmt.Sprintf("%d series, %s (node_exporter: %d series, %s)", s.Series, kib(s.BodyBytes), s.NodeSeries, kib(s.NodeBytes)),
+				NoGoal: true, Where: "scrape"},
+			Row{Figure: fmt.Sprintf("RSS after %s, 64 targets", s.Window), Value: mib(s.RSS64), Goal: "< 40 MiB", Met: s.RSS64 < 40<<20, Where: "memory"},
+			Row{Figure: fmt.Sprintf("RSS after %s, 1 target (default config)", s.Window), Value: mib(s.RSS1), NoGoal: true, Where: "memory"},
+		)
+		ops, bytes := s.longRunLoad()
+		rows = append(rows,
+			Row{Figure: "Device busy share of the default configuration (long run)", Value: fmt.Sprintf("%.3f %%", s.longRunShare()*100),
+				Goal: "< 1 %", Met: s.longRunShare() < 0.01, Where: "budget"},
+			Row{Figure: fmt.Sprintf("Device busy share in the %s window as it fell", s.Window), Value: fmt.Sprintf("%.3f %% (%s busy)", s.windowShare()*100, s.IOTicks),
+				Goal: "< 1 %", Met: s.windowShare() < 0.01, Where: "budget"},
+			Row{Figure: "Default load (long run)", Value: fmt.Sprintf("%.2f ops/s, %s/s", ops, kib(int(bytes))), NoGoal: true, Where: "budget"})
+	}
+	if h := r.Hot; h != nil {
+		for _, b := range h.Results {
+			if strings.Contains(b.Name, "with-scrapes") {
+				rows = append(rows, Row{Figure: "Lock wait between targets, 8 in parallel, scraped every 10 ms (" + b.Name + ")",
+					Value: fmt.Sprintf("%.0f ns/op", b.Metrics["mutex-wait-ns/op"]), Goal: "0", Met: b.Metrics["mutex-wait-ns/op"] == 0, Where: "hot"})
+				continue
+			}
+			if _, ok := b.Metrics["mutex-wait-ns/op"]; ok {
+				rows = append(rows, Row{Figure: "Lock wait between targets, 8 in parallel (" + b.Name + ")",
+					Value: fmt.Sprintf("%.0f ns/op, %.0f allocs/op", b.Metrics["mutex-wait-ns/op"], b.Metrics["allocs/op"]), Goal: "0, 0",
+					Met: b.Metrics["mutex-wait-ns/op"] == 0 && b.Metrics["allocs/op"] == 0, Where: "hot"})
+				continue
+			}
+			rows = append(rows, Row{Figure: "Allocations per operation (" + b.Name + ")",
+				Value: fmt.Sprintf("%.0f allocs/op, %.0f B/op", b.Metrics["allocs/op"], b.Metrics["B/op"]), Goal: "0 allocs/op",
+				Met: b.Metrics["allocs/op"] == 0, Where: "hot"})
+		}
+	}
+	return rows
+}
+
+// Markdown renders BENCHMARKS.md.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# Benchmarks\n\n")
+	w("Generated by `make bench` on %s (took %s); do not edit by hand. Every figure is measured side by side\n", r.Date.UTC().Format("2006-01-02 15:04 UTC"), r.Elapsed.Round(time.Second))
+	w("in one run. An agreement case runs ours and fio back to back in every round (the order flips every\n")
+	w("round); a figure is the median over the rounds of the ratio ours/fio within the round, so that a\n")
+	w("disturbance from outside (this disk and its host are shared) that outlasts a run moves both sides\n")
+	w("of a ratio; the medians of each side are shown beside it. Percentiles of ours are exact (nearest rank\n")
+	w("over every sample), fio's are its own (histogram bins, under 2 %% apart). Our side is the probe package the\n")
+	w("daemon runs (`probe.Unlimited` budget, every sample kept through `probe.Env.Observe`), in a\n")
+	w("process of its own so that its CPU is measured alone.\n\n")
+	w("Command: `%s`\n\n", r.Command)
+	m := r.Machine
+	w("## Machine\n\n| | |\n|---|---|\n")
+	w("| CPUs (`nproc`) | %d (%s) |\n| memory | %s |\n| kernel | %s |\n| Go | %s |\n| fio | %s |\n| node_exporter | %s |\n", m.NumCPU, m.CPUModel, m.MemTotal, m.Kernel, m.GoVersion, m.Fio, m.NodeExporter)
+	w("| directory of cases (a), (c), (d) | `%s`: %s |\n", m.BenchDir, m.BenchFS)
+	if m.Load != "" {
+		w("| load | %s |\n", m.Load)
+	}
+	w("\n## Summary\n\n| figure | measured | goal | met |\n|---|---|---|---|\n")
+	met, total := 0, 0
+	for _, row := range r.rows() {
+		mark := "—"
+		goal := row.Goal
+		if !row.NoGoal {
+			total++
+			mark = "not met"
+			if row.Met {
+				mark = "met"
+				met++
+			}
+		} else {
+			goal = "(figure only)"
+		}
+		w("| [%s](#%s) | %s | %s | %s |\n", row.Figure, row.Where, row.Value, goal, mark)
+	}
+	w("\n%d of %d goals met.\n", met, total)
+
+	w("\n## Agreement with fio\n")
+	for _, c := range r.Cases {
+		w("\n### %s\n<a id=\"%s\"></a>\n\n", c.Title, c.ID)
+		w("- where: %s\n- fio: `%s`\n- ours: %s\n", c.Where, c.FioCommand, c.Ours)
+		for _, n := range c.Notes {
+			w("- %s\n", n)
+		}
+		w("\n")
+		if c.Throughput {
+			w("| round | first | ours | fio | ratio |\n|---|---|---|---|---|\n")
+			for i, rd := range c.Rounds {
+				w("| %d | %s | %s | %s | %.2f |\n", i+1, first(rd), mbps(rd.Ours.Throughput), mbps(rd.Fio.Throughput), rd.Ours.Throughput/rd.Fio.Throughput)
+			}
+			tp := func(s Side) float64 { return s.Throughput }
+			o, f := c.medians(tp)
+			w("| **median** | | **%s** | **%s** | **%.2f** |\n", mbps(o), mbps(f), c.ratio(tp))
+		} else {
+			w("| round | first | ops ours / fio | ours p50 | fio p50 | ratio | ours p99 | fio p99 | ratio |\n|---|---|---|---|---|---|---|---|---|\n")
+			for i, rd := range c.Rounds {
+				w("| %d | %s | %d / %d | %s | %s | %.2f | %s | %s | %.2f |\n", i+1, first(rd), rd.Ours.Ops, rd.Fio.Ops,
+					dur(float64(rd.Ours.P50)), dur(float64(rd.Fio.P50)), float64(rd.Ours.P50)/float64(rd.Fio.P50),
+					dur(float64(rd.Ours.P99)), dur(float64(rd.Fio.P99)), float64(rd.Ours.P99)/float64(rd.Fio.P99))
+			}
+			p50 := func(s Side) float64 { return float64(s.P50) }
+			p99 := func(s Side) float64 { return float64(s.P99) }
+			o50, f50 := c.medians(p50)
+			o99, f99 := c.medians(p99)
+			w("| **median** | | | **%s** | **%s** | **%.2f** | **%s** | **%s** | **%.2f** |\n", dur(o50), dur(f50), c.ratio(p50), dur(o99), dur(f99), c.ratio(p99))
+		}
+		w("\n![%s: CDF of ours against fio](%s/%s.png)\n", c.Title, r.PlotsDir, c.ID)
+	}
+
+	w("\n## CPU per operation\n<a id=\"cpu\"></a>\n\n")
+	w("user+sys CPU of the whole process (wait4 rusage: fio with its job process, ours with the Go\n")
+	w("runtime, start-up included for both) over the operations of one run, scaled to 10,000 operations;\n")
+	w("medians over the rounds of the case named (the ratio: median of the per-round ratios).\n\n| work | case | ours | fio | ratio | ours per round | fio per round |\n|---|---|---|---|---|---|---|\n")
+	for _, c := range r.CPU {
+		w("| 10,000 %s | [%s](#%s) | %s | %s | %.2f× | %s | %s |\n", c.What, c.Case.Title, c.Case.ID, dur(float64(c.Ours)), dur(float64(c.Fio)), c.Ratio, durs(c.OursRounds), durs(c.FioRounds))
+	}
+
+	if s := r.Scale; s != nil {
+		w("\n## The daemon at scale\n\n")
+		w("The real binary (`go build ./cmd/diskprobe_exporter`, `--log.level=info`) with two configurations\n")
+		w("running at the same time for %s, each on its own loop-mounted ext4 (sparse image on the\n", s.Window)
+		w("directory of cases (a), (c), (d), `losetup --direct-io=on`), while Debian's node_exporter runs beside them.\n\n")
+		w("### Scrape cost\n<a id=\"scrape\"></a>\n\n")
+		w("GET /metrics, once a second after a 30 s warm-up, with Go's HTTP client (keep-alive, gzip). node_exporter:\n`%s`.\n", s.NodeCommand)
+		w("64-target configuration (targets t00 … t63, one directory each, same device):\n\n```yaml\n%s```\n\n", s.Config64)
+		w("| | diskprobe_exporter, 64 targets | node_exporter, default collectors | diskprobe_exporter, 1 target (default configuration) |\n|---|---|---|---|\n")
+		w("| scrapes | %d | %d | %d |\n", len(s.ScrapeOurs), len(s.ScrapeNode), len(s.ScrapeDefault))
+		w("| median | %s | %s | %s |\n", dur(float64(medianDur(s.ScrapeOurs))), dur(float64(medianDur(s.ScrapeNode))), dur(float64(medianDur(s.ScrapeDefault))))
+		w("| p90 | %s | %s | %s |\n", dur(float64(pctDur(s.ScrapeOurs, 90))), dur(float64(pctDur(s.ScrapeNode, 90))), dur(float64(pctDur(s.ScrapeDefault, 90))))
+		w("| series (sample lines) | %d | %d | %d |\n| body (uncompressed) | %s | %s | %s |\n", s.Series, s.NodeSeries, s.SeriesDefault, kib(s.BodyBytes), kib(s.NodeBytes), kib(s.BytesDefault))
+		w("| median per series | %.2f µs | %.2f µs | %.2f µs |\n", perSeries(s.ScrapeOurs, s.Series), perSeries(s.ScrapeNode, s.NodeSeries), perSeries(s.ScrapeDefault, s.SeriesDefault))
+		w("| median of the ratio to node_exporter within the same second | %.2f× | | |\n", s.scrapeRatio())
+		w("\nThree exporters scraped in a rotating order once a second (the one-target exporter is the one of the disk budget below).\n")
+		w("\n### Memory\n<a id=\"memory\"></a>\n\n")
+		w("VmRSS (and VmHWM, the peak) from /proc/PID/status after %s.\n\n", s.Window)
+		w("| targets | RSS | peak RSS | goal |\n|---|---|---|---|\n| 1 (default configuration) | %s | %s | |\n| 64 | %s | %s | < 40 MiB: %s |\n",
+			mib(s.RSS1), mib(s.HWM1), mib(s.RSS64), mib(s.HWM64), metWord(s.RSS64 < 40<<20))
+		w("\n### Disk budget of the default configuration\n<a id=\"budget\"></a>\n\n")
+		w("One target with the defaults of a directory (as `examples/diskprobe.yml` and the packaged\n")
+		w("configuration): fsync 20 × (2300 B write + fdatasync) every 15 s, randread 20 × 4 KiB every 15 s,\n")
+		w("seqread 64 MiB in 1 MiB reads every 10 min, limits 200 IOPS, 50 MiB/s.\n\n```yaml\n%s```\n\n", s.ConfigDefault)
+		w("The read probe file was prepared before the exporter started (the exporter reuses it), so the\n")
+		w("window holds steady-state probing only. seqread runs once per 10 min, so a 5-minute window holds\n")
+		w("it once or not at all (on a start, the first read round finds the file not yet reopened and is\n")
+		w("skipped as `preparing`; when that round is seqread's, its next one is 10 min later). Its cost is\n")
+		w("therefore measured on its own after the window (one round through the probe package under the\n")
+		w("default limits, alone on the device) and spread over its 10 minutes:\n")
+		w("long-run share = (window busy − seqread rounds in it × one round's busy) / window + one round's busy / 10 min.\n\n")
+		ops, bytes := s.longRunLoad()
+		w("| | |\n|---|---|\n")
+		w("| device | %s, nothing else on it |\n", s.Device)
+		w("| idle baseline before the exporter started | %s busy in %s |\n", s.Baseline, s.BaselineWindow)
+		w("| window | %s busy in %s = %.3f %%; %d reads, %d writes, %d flushes, %s moved on the device; %.0f seqread round(s) in it |\n",
+			s.IOTicks, s.Window, s.windowShare()*100, s.DeviceReads, s.DeviceWrites, s.DeviceFlushes, kib(int(s.DeviceSectorsRW*512)), s.SeqreadRounds)
+		w("| one seqread round (64 MiB) alone | %s busy |\n", s.SeqreadBusy)
+		w("| **long-run busy share** | **%.3f %%** (goal < 1 %%: %s) |\n", s.longRunShare()*100, metWord(s.longRunShare() < 0.01))
+		for _, p := range []string{"fsync", "randread", "seqread"} {
+			l := s.Load[p]
+			w("| %s in the window (diskprobe_probe_io_operations_total, _bytes_total) | %.0f operations, %s: %.3f ops/s, %s/s |\n", p, l[0], kib(int(l[1])), l[0]/s.Window.Seconds(), kib(int(l[1]/s.Window.Seconds())))
+		}
+		w("| **default load, long run** (fsync and randread as measured, seqread by its schedule: 64 reads, 64 MiB per 10 min) | **%.2f ops/s, %s/s** |\n", ops, kib(int(bytes)))
+		w("| the same from the configuration alone | fsync 20/15 s = 1.33 ops/s, 3.0 KiB/s; randread 20/15 s = 1.33 ops/s, 5.3 KiB/s; seqread 64/600 s = 0.11 ops/s, 109.2 KiB/s; total 2.77 ops/s, 117.6 KiB/s |\n")
+	}
+
+	if h := r.Hot; h != nil {
+		w("\n## Hot paths\n<a id=\"hot\"></a>\n\n")
+		w("Go benchmarks in `bench/hotpath_test.go`: one operation per iteration through `Fsync.Round` /\n")
+		w("`Randread.Round` (probe.Unlimited budget, an Observe func feeding a histogram built like the\n")
+		w("daemon's, classic + native buckets). The few bytes per operation that average to 0 allocs/op are\n")
+		w("the native histogram creating a bucket the first time a latency lands in it (at most 160 per\n")
+		w("histogram), not the probe. `mutex-wait-ns/op` is runtime/metrics `/sync/mutex/wait/total:seconds`\n")
+		w("over the run divided by operations: time any goroutine spent blocked on a sync.Mutex, RWMutex or\n")
+		w("runtime-internal lock.\n\n")
+		w("Command: `%s`\n\n```\n%s\n```\n", h.Command, strings.TrimSpace(h.Output))
+		w("\nWhy targets do not contend, from the design: each target has its own runner (a schedule\n")
+		w("goroutine and an I/O worker), its own probe state, buffers, random source and token buckets;\n")
+		w("histograms are per-target children resolved once and observed with atomics; the scrape reads\n")
+		w("them and the in-flight ages (an atomic per target) without taking any lock a worker holds. The\n")
+		w("only lock shared by targets is the per-disk one, which serialises probes on the same device by\n")
+		w("design (DESIGN.md: probes on targets that share a device never overlap).\n")
+	}
+	return b.String()
+}
+
+// scrapeRatio is the median of ours/node_exporter over the scrapes of the same second.
+func (s *Scale) scrapeRatio() float64 {
+	var r []float64
+	for i := range min(len(s.ScrapeOurs), len(s.ScrapeNode)) {
+		r = append(r, float64(s.ScrapeOurs[i])/float64(s.ScrapeNode[i]))
+	}
+	return Median(r)
+}
+
+func (s *Scale) windowShare() float64 { return float64(s.IOTicks) / float64(s.Window) }
+
+// longRunShare is the busy share the default schedule costs in the long run: the
+// window without its seqread rounds, plus one seqread round per 10 minutes.
+func (s *Scale) longRunShare() float64 {
+	rest := s.IOTicks - time.Duration(s.SeqreadRounds)*s.SeqreadBusy
+	return max(float64(rest)/float64(s.Window), 0) + float64(s.SeqreadBusy)/float64(10*time.Minute)
+}
+
+// longRunLoad is operations and bytes per second: fsync and randread as measured in the
+// window, seqread by its schedule.
+func (s *Scale) longRunLoad() (ops, bytes float64) {
+	sec := s.Window.Seconds()
+	ops = (s.Load["fsync"][0]+s.Load["randread"][0])/sec + 64.0/600
+	bytes = (s.Load["fsync"][1]+s.Load["randread"][1])/sec + float64(64<<20)/600
+	return ops, bytes
+}
+
+func first(rd Round) string {
+	if rd.OursFirst {
+		return "ours"
+	}
+	return "fio"
+}
+
+func metWord(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
+func dur(ns float64) string {
+	d := time.Duration(ns)
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.1f µs", float64(d)/1e3)
+	}
+}
+
+func durs(ds []time.Duration) string {
+	s := make([]string, len(ds))
+	for i, d := range ds {
+		s[i] = dur(float64(d))
+	}
+	return strings.Join(s, ", ")
+}
+
+func mbps(b float64) string { return fmt.Sprintf("%.0f MiB/s", b/(1<<20)) }
+func mib(b int64) string    { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+func kib(b int) string {
+	if b >= 1<<20 {
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+}
+
+func perSeries(ds []time.Duration, series int) float64 {
+	if series == 0 {
+		return 0
+	}
+	return float64(medianDur(ds).Microseconds()) / float64(series)
+}
+
+func medianDur(ds []time.Duration) time.Duration { return pctDur(ds, 50) }
+
+func pctDur(ds []time.Duration, p float64) time.Duration {
+	return Percentile(SortedCopy(ds), p)
+}
+
+// CDFQuantiles are the points of our CDFs: every half percent, then the tail.
+func CDFQuantiles() []float64 {
+	var q []float64
+	for i := 1; i < 200; i++ {
+		q = append(q, float64(i)/2)
+	}
+	return append(q, 99.5, 99.9, 99.95, 99.99, 100)
+}
+
+// OursCDF is the CDF of raw samples at CDFQuantiles.
+func OursCDF(samples []time.Duration) []Point {
+	s := SortedCopy(samples)
+	var pts []Point
+	for _, q := range CDFQuantiles() {
+		pts = append(pts, Point{Percentile(s, q).Seconds(), q / 100})
+	}
+	return pts
+}
+
+// FioCDF is fio's percentile list as CDF points.
+func FioCDF(pct map[string]time.Duration) []Point {
+	var pts []Point
+	for _, q := range FioPercentiles {
+		pts = append(pts, Point{Pct(pct, q).Seconds(), q / 100})
+	}
+	slices.SortFunc(pts, func(a, b Point) int { return int((a.Fraction - b.Fraction) * 1e6) })
+	return pts
+}
+
+// PlotData is what bench/plot draws: per case, per round, ours and fio's CDF.
+type PlotData struct {
+	Cases []PlotCase `json:"cases"`
+}
+
+// PlotCase is one plot.
+type PlotCase struct {
+	ID     string    `json:"id"`
+	Title  string    `json:"title"`
+	XLabel string    `json:"xlabel"`
+	Ours   [][]Point `json:"ours"`
+	Fio    [][]Point `json:"fio"`
+	Legend [2]string `json:"legend"`
+}
+
+// WritePlotData writes the CDFs for bench/plot.
+func (r *Report) WritePlotData(path string) error {
+	var d PlotData
+	for _, c := range r.Cases {
+		pc := PlotCase{ID: c.ID, Title: c.Title, XLabel: "latency of one operation", Legend: [2]string{"diskprobe (probe package)", "fio"}}
+		for _, rd := range c.Rounds {
+			pc.Ours = append(pc.Ours, rd.Ours.CDF)
+			pc.Fio = append(pc.Fio, rd.Fio.CDF)
+		}
+		d.Cases = append(d.Cases, pc)
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}

@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+)
+
+// reportEnv names the file TestBenchReport rewrites (make bench sets it to BENCHMARKS.md).
+const reportEnv = "DISKPROBE_BENCH_REPORT"
+
+// TestBenchReport is the whole suite behind BENCHMARKS.md: agreement with fio, CPU per
+// operation, the Go benchmarks of the hot paths, and the daemon at scale (scrape cost,
+// memory, disk budget). It runs only when asked (make bench): it takes ~15 minutes and
+// needs root, fio and Debian's prometheus-node-exporter.
+//
+// DISKPROBE_BENCH_DIR: directory on a disk for cases (a), (c), (d) (default /var/tmp);
+// DISKPROBE_BENCH_ROUNDS: rounds of every agreement case (default 11, 5, 9, 15; at least 3);
+// DISKPROBE_BENCH_WINDOW: duration of the scale phase (default 5m).
+func TestBenchReport(t *testing.T) {
+	out := os.Getenv(reportEnv)
+	if out == "" {
+		t.Skip("set " + reportEnv + "=path/to/BENCHMARKS.md (make bench) to run the benchmark suite")
+	}
+	testenv.RequireRoot(t)
+	testenv.RequireTools(t, "fio", "prometheus-node-exporter", "findmnt", "go")
+	start := time.Now()
+	rounds := envInt(t, "DISKPROBE_BENCH_ROUNDS", 0)
+	if rounds != 0 && rounds < 3 {
+		t.Fatalf("DISKPROBE_BENCH_ROUNDS=%d: at least 3 rounds", rounds)
+	}
+	pick := func(def int) int {
+		if rounds > 0 {
+			return rounds
+		}
+		return def
+	}
+	window := 5 * time.Minute
+	if w := os.Getenv("DISKPROBE_BENCH_WINDOW"); w != "" {
+		var err error
+		if window, err = time.ParseDuration(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := benchDir(t)
+	rep := &Report{Date: start, PlotsDir: "bench/plots",
+		Command: "make bench (as root): DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./bench -run '^TestBenchReport$' -count=1 -v -timeout 40m; then (cd bench/plot && go run . -in ../plots/cdf.json -out ../plots)"}
+	rep.Machine = machine(t, dir)
+
+	ok := t.Run("agreement", func(t *testing.T) {
+		rep.Cases = append(rep.Cases, fsyncCase(t, "fsync", "(a) fdatasync, 2300 B writes, fallocated file (the etcd recipe)", dir, "", "22m", pick(11)))
+		rep.Cases = append(rep.Cases, throttledCase(t, pick(5)))
+		fioFile := readFiles(t, dir)
+		rep.Cases = append(rep.Cases, randreadCase(t, dir, fioFile, pick(9)), seqreadCase(t, dir, fioFile, pick(15)))
+	})
+	if !ok {
+		t.FailNow()
+	}
+	rep.CPU = []*CPUFigure{cpuFigure("write+fdatasync operations", rep.Cases[0]), cpuFigure("4 KiB random reads", rep.Cases[2])}
+
+	ok = t.Run("hotpaths", func(t *testing.T) { rep.Hot = hotPaths(t, dir) })
+	ok = ok && t.Run("scale", func(t *testing.T) { rep.Scale = measureScale(t, window) })
+	if !ok {
+		t.FailNow()
+	}
+	rep.Elapsed = time.Since(start)
+
+	root := filepath.Dir(out)
+	plots := filepath.Join(root, rep.PlotsDir)
+	if err := os.MkdirAll(plots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WritePlotData(filepath.Join(plots, "cdf.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, []byte(rep.Markdown()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s and %s", out, filepath.Join(plots, "cdf.json"))
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return n
+}
+
+// hotPaths runs the Go benchmarks of this package and parses their output.
+func hotPaths(t *testing.T, dir string) *HotPaths {
+	args := []string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", "2s", "-count", "1", "."}
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), "DISKPROBE_BENCH_DIR="+dir, reportEnv+"=")
+	outp, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, outp)
+	}
+	h := &HotPaths{Command: "DISKPROBE_BENCH_DIR=" + dir + " go test ./bench -run '^$' -bench . -benchmem -benchtime 2s -count 1"}
+	var kept []string
+	for _, line := range strings.Split(string(outp), "\n") {
+		if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "cpu:") || strings.HasPrefix(line, "goos:") {
+			kept = append(kept, line)
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		b := GoBench{Name: f[0], Metrics: map[string]float64{}}
+		b.N, _ = strconv.Atoi(f[1])
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err == nil {
+				b.Metrics[f[i+1]] = v
+			}
+		}
+		h.Results = append(h.Results, b)
+	}
+	h.Output = strings.Join(kept, "\n")
+	if len(h.Results) == 0 {
+		t.Fatalf("no benchmark results in:\n%s", outp)
+	}
+	return h
+}
+
+func machine(t *testing.T, dir string) Machine {
+	m := Machine{NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Fio: FioVersion(), BenchDir: dir}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.Kernel = unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Machine[:])
+	}
+	m.CPUModel = procField("/proc/cpuinfo", "model name")
+	m.MemTotal = procField("/proc/meminfo", "MemTotal")
+	if out, err := exec.Command("prometheus-node-exporter", "--version").CombinedOutput(); err == nil {
+		m.NodeExporter = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	if out, err := exec.Command("findmnt", "-n", "-o", "FSTYPE,SOURCE,OPTIONS", "--target", dir).Output(); err == nil {
+		f := strings.Fields(string(out))
+		if len(f) == 3 {
+			m.BenchFS = f[0] + " on " + f[1] + " (" + f[2] + ")"
+		}
+	}
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.Load = "load average " + strings.Join(strings.Fields(string(data))[:3], " ") + " when the run started (the machine is shared)"
+	}
+	return m
+}
+
+func procField(file, key string) string {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
