@@ -50,8 +50,17 @@ FUZZTIME ?= 5m
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
+# Rewrites BENCHMARKS.md and bench/plots/*.png (see bench/doc.go): agreement with fio,
+# CPU per operation, scrape cost, memory, disk budget, hot paths. Root only (loop devices,
+# blkio cgroups, mounts); about 15 minutes. The plots come from bench/plot, a module of its
+# own, so that the exporter's go.mod carries no plotting library.
+BENCH_TIMEOUT ?= 40m
 bench:
-	@echo "make bench: filled in by the benchmark suite"
+	@if [ "$$(id -u)" -ne 0 ]; then \
+	  echo "make bench: must run as root (it creates loop devices, blkio cgroups and mounts)" >&2; exit 1; fi
+	@scripts/ensure-deps.sh prometheus-node-exporter=prometheus-node-exporter findmnt=util-linux
+	DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestBenchReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd bench/plot && $(GO) run . -in ../plots/cdf.json -out ../plots
 
 # .deb and .rpm into $(DIST)/ (packaging/nfpm.yaml). nfpm runs as a pinned module, outside
 # go.mod. The packaged binary reports the package version (packaging/version.sh, evaluated
