@@ -52,7 +52,7 @@ fuzz:
 
 # Rewrites BENCHMARKS.md and bench/plots/*.png (see bench/doc.go): agreement with fio,
 # CPU per operation, scrape cost, memory, disk budget, hot paths. Root only (loop devices,
-# blkio cgroups, mounts); about 15 minutes. The plots come from bench/plot, a module of its
+# blkio cgroups, mounts); about 10 minutes. The plots come from bench/plot, a module of its
 # own, so that the exporter's go.mod carries no plotting library.
 BENCH_TIMEOUT ?= 40m
 bench:
