@@ -355,10 +355,15 @@ func (r *runner) fail(pr *probeRun, err error) {
 }
 
 // noteError logs an error when it differs from the probe's last one, so a failing disk
-// gives one line per change of state, not one per round.
+// gives one line per change of state, not one per round. Being under the free-space
+// floor is one state, however many MiB are free from round to round.
 func (r *runner) noteError(pr *probeRun, err error, level slog.Level) {
-	if msg := err.Error(); msg != pr.lastErr {
-		pr.lastErr = msg
+	state := err.Error()
+	if errors.Is(err, probe.ErrLowFreeSpace) {
+		state = probe.ErrLowFreeSpace.Error()
+	}
+	if state != pr.lastErr {
+		pr.lastErr = state
 		r.logger.Log(context.Background(), level, "probe failed", "probe", pr.name, "err", err)
 	}
 }
