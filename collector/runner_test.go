@@ -2,9 +2,11 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -312,4 +314,57 @@ func TestMetricNamesComeFromTheRegisteredCollectors(t *testing.T) {
 			t.Errorf("DESIGN.md metric %s is not registered", want)
 		}
 	}
+}
+
+// lowSpaceProber is a write probe on a filling disk: under the floor with a different
+// number of free MiB every round.
+type lowSpaceProber struct{ rounds atomic.Int32 }
+
+func (p *lowSpaceProber) Round(context.Context, *probe.Env) (probe.Result, error) {
+	n := p.rounds.Add(1)
+	return probe.Result{}, fmt.Errorf("%w: %d MiB free", probe.ErrLowFreeSpace, 100-n)
+}
+
+func (p *lowSpaceProber) Close() error { return nil }
+
+func TestLowFreeSpaceIsLoggedOncePerStateNotPerRound(t *testing.T) {
+	clock := newFakeClock()
+	m := NewMetrics(prometheus.NewRegistry())
+	var log syncBuffer
+	r := newRunner(testTarget("full", time.Second), device.Info{}, false, device.Paths{}, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(&log, nil)))
+	lp := &lowSpaceProber{}
+	r.probes[0].build = func(*runner) (probe.Prober, error) { return lp, nil }
+	r.start()
+	clock.Advance(t, 10*time.Second, 100*time.Millisecond, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for lp.rounds.Load() < 5 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	r.stop(time.After(time.Second))
+	if lp.rounds.Load() < 5 {
+		t.Fatalf("only %d rounds ran", lp.rounds.Load())
+	}
+	if n := strings.Count(log.String(), "probe failed"); n != 1 {
+		t.Errorf("%d log lines for %d rounds under the floor, want 1:\n%s", n, lp.rounds.Load(), log.String())
+	}
+	if got := testutil.ToFloat64(m.skipped.WithLabelValues("full", "fsync", SkipLowFreeSpace)); int32(got) != lp.rounds.Load() {
+		t.Errorf("skipped{reason=low_free_space} = %v after %d rounds", got, lp.rounds.Load())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
