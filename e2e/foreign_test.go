@@ -61,7 +61,7 @@ func TestForeignFilesAreNeverTouched(t *testing.T) {
 `, name, d[name])
 	}
 	e := testenv.StartExporter(t, testenv.WriteConfig(t, cfg))
-	f := waitMetric(t, e, 20*time.Second, "rounds on every target", func(f families) bool {
+	f := testenv.WaitMetric(t, e, 20*time.Second, "rounds on every target", func(f families) bool {
 		if runs(f, "ours", "fsync") < 2 || runs(f, "ours", "randread") < 2 {
 			return false
 		}
@@ -107,7 +107,7 @@ func TestForeignFilesAreNeverTouched(t *testing.T) {
 	// Moved away by the operator: the probe recovers by itself.
 	must(t, os.Rename(foreignFile, filepath.Join(d["victims"], "moved-away")))
 	moved := time.Now()
-	waitMetric(t, e, 15*time.Second, "an fsync round once the foreign file is gone", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "an fsync round once the foreign file is gone", func(f families) bool {
 		return lastSuccess(f, "foreign", "fsync") > float64(moved.UnixNano())/1e9
 	})
 	if len(logLines(e, "probe recovered", "target=foreign", "probe=fsync")) != 1 {

@@ -34,7 +34,7 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
 	readsDir := filepath.Join(dir, "reads")
 	must(t, os.Mkdir(readsDir, 0o755))
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 15*time.Second, "two fsync rounds", func(f families) bool { return runs(f, "full", "fsync") >= 2 })
+	testenv.WaitMetric(t, e, 15*time.Second, "two fsync rounds", func(f families) bool { return runs(f, "full", "fsync") >= 2 })
 
 	// Leave 4 MiB: under the 8 MiB floor, far from ENOSPC.
 	filler := filepath.Join(dir, "filler")
@@ -42,7 +42,7 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
 	leftBefore := freeBytes(t, dir)
 	t.Logf("filled: %d MiB free, floor %d MiB", leftBefore>>20, floor>>20)
 	start := e.MustScrape()
-	low := waitMetric(t, e, 15*time.Second, "rounds skipped for low free space", func(f families) bool {
+	low := testenv.WaitMetric(t, e, 15*time.Second, "rounds skipped for low free space", func(f families) bool {
 		return skipped(f, "full", "fsync", "low_free_space") >= skipped(start, "full", "fsync", "low_free_space")+3
 	})
 	ioOps := func(f families) float64 {
@@ -78,7 +78,7 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
     limits: {timeout: 10s, min_free: 1MiB}
 `, dir, readsDir))
 	e.Signal(syscall.SIGHUP)
-	enospc := waitMetric(t, e, 15*time.Second, "ENOSPC counted as an error", func(f families) bool {
+	enospc := testenv.WaitMetric(t, e, 15*time.Second, "ENOSPC counted as an error", func(f families) bool {
 		return errs(f, "full", "fsync") >= 3 && skipped(f, "reads", "randread", "low_free_space") >= 3
 	})
 	if n := errs(enospc, "reads", "randread"); n != 0 {
@@ -98,7 +98,7 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
 	// Not a byte left.
 	fill(t, filler+"2", -1)
 	zero := e.MustScrape()
-	waitMetric(t, e, 15*time.Second, "errors on a completely full disk", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "errors on a completely full disk", func(f families) bool {
 		return errs(f, "full", "fsync") >= errs(zero, "full", "fsync")+3
 	})
 	checkNoHalfWrittenFiles(t, dir)
@@ -108,7 +108,7 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
 	os.Remove(filler)
 	os.Remove(filler + "2")
 	freed := time.Now()
-	waitMetric(t, e, 15*time.Second, "an fsync round after space was freed", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "an fsync round after space was freed", func(f families) bool {
 		return lastSuccess(f, "full", "fsync") > float64(freed.UnixNano())/1e9
 	})
 	if len(logLines(e, "probe recovered", "target=full")) == 0 {

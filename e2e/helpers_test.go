@@ -188,21 +188,6 @@ func between(obs []observation, from, to time.Time) []observation {
 	return out
 }
 
-// waitMetric scrapes until cond holds on a scrape, and returns that scrape.
-func waitMetric(t *testing.T, e *testenv.Exporter, timeout time.Duration, what string, cond func(families) bool) families {
-	t.Helper()
-	var last families
-	testenv.WaitFor(t, timeout, what, func() bool {
-		f, _, err := e.Scrape(5 * time.Second)
-		if err != nil {
-			return false
-		}
-		last = f
-		return cond(f)
-	})
-	return last
-}
-
 // logLines are the lines of the exporter's log that contain every one of parts.
 func logLines(e *testenv.Exporter, parts ...string) []string {
 	var out []string
@@ -257,25 +242,6 @@ func probeHeader(t *testing.T, path string) string {
 	defer f.Close()
 	n, _ := f.Read(b)
 	return strings.TrimRight(string(b[:n]), "\x00")
-}
-
-// firstHole is where SEEK_HOLE finds the first hole (the file size when there is none).
-func firstHole(t *testing.T, path string) (hole, size int64) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	hole, err = unix.Seek(int(f.Fd()), 0, unix.SEEK_HOLE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hole, fi.Size()
 }
 
 func freeBytes(t *testing.T, dir string) int64 {

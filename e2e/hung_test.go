@@ -35,7 +35,7 @@ func TestMetricsStayResponsiveWhileFilesystemFrozen(t *testing.T) {
     limits: {timeout: 5s, min_free: 0}
 `, frozenDir, steadyDir))
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 15*time.Second, "two fsync rounds on the frozen-to-be target", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "two fsync rounds on the frozen-to-be target", func(f families) bool {
 		return runs(f, "frozen", "fsync") >= 2 && runs(f, "steady", "fsync") >= 2
 	})
 
@@ -46,7 +46,7 @@ func TestMetricsStayResponsiveWhileFilesystemFrozen(t *testing.T) {
 	time.Sleep(hungFreeze)
 	thawAt := time.Now()
 	thaw()
-	recovered := waitMetric(t, e, 15*time.Second, "an fsync round that ends after the thaw", func(f families) bool {
+	recovered := testenv.WaitMetric(t, e, 15*time.Second, "an fsync round that ends after the thaw", func(f families) bool {
 		return lastSuccess(f, "frozen", "fsync") > float64(thawAt.UnixNano())/1e9 && inflight(f, "frozen", "fsync") == 0
 	})
 	recoveredAt := time.Now()
@@ -152,9 +152,9 @@ func TestSIGTERMExitsWhileIOIsStuck(t *testing.T) {
     limits: {timeout: 5s, min_free: 0}
 `, dir))
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 15*time.Second, "an fsync round", func(f families) bool { return runs(f, "frozen", "fsync") >= 1 })
+	testenv.WaitMetric(t, e, 15*time.Second, "an fsync round", func(f families) bool { return runs(f, "frozen", "fsync") >= 1 })
 	thaw := testenv.Freeze(t, dir)
-	waitMetric(t, e, 10*time.Second, "a write stuck on the frozen filesystem", func(f families) bool {
+	testenv.WaitMetric(t, e, 10*time.Second, "a write stuck on the frozen filesystem", func(f families) bool {
 		return inflight(f, "frozen", "fsync") > 1
 	})
 	pid := e.Pid()
@@ -232,9 +232,9 @@ func TestFrozenWhileCuttingANewProbeFileIsReportedStuck(t *testing.T) {
     limits: {timeout: 3s, min_free: 0}
 `, dir))
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 15*time.Second, "fsync rounds", func(f families) bool { return runs(f, "frozen", "fsync") >= 2 })
+	testenv.WaitMetric(t, e, 15*time.Second, "fsync rounds", func(f families) bool { return runs(f, "frozen", "fsync") >= 2 })
 	thaw := testenv.Freeze(t, dir)
-	f := waitMetric(t, e, 15*time.Second, "the stuck file creation reported past limits.timeout", func(f families) bool {
+	f := testenv.WaitMetric(t, e, 15*time.Second, "the stuck file creation reported past limits.timeout", func(f families) bool {
 		return inflight(f, "frozen", "fsync") > 4 && errs(f, "frozen", "fsync") >= 1
 	})
 	t.Logf("in-flight age %.1fs, %.0f rounds skipped", inflight(f, "frozen", "fsync"), skipped(f, "frozen", "fsync", "inflight"))
@@ -243,7 +243,7 @@ func TestFrozenWhileCuttingANewProbeFileIsReportedStuck(t *testing.T) {
 	}
 	thaw()
 	thawed := time.Now()
-	waitMetric(t, e, 15*time.Second, "an fsync round after the thaw", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "an fsync round after the thaw", func(f families) bool {
 		return lastSuccess(f, "frozen", "fsync") > float64(thawed.UnixNano())/1e9 && inflight(f, "frozen", "fsync") == 0
 	})
 }

@@ -41,7 +41,7 @@ func TestScrapeLoadDoesNotDisturbProbes(t *testing.T) {
 `, name, dirs[name])
 	}
 	e := testenv.StartExporter(t, testenv.WriteConfig(t, cfg))
-	waitMetric(t, e, 30*time.Second, "rounds on every busy target", func(f families) bool {
+	testenv.WaitMetric(t, e, 30*time.Second, "rounds on every busy target", func(f families) bool {
 		for _, name := range names {
 			if runs(f, name, "fsync") < 2 || runs(f, name, "randread") < 2 {
 				return false

@@ -46,7 +46,7 @@ func TestManyTargetsHealthyOnesKeepTheirSchedule(t *testing.T) {
 	e := testenv.StartExporter(t, testenv.WriteConfig(t, cfg))
 	cg.Add(e.Pid())
 	all := append(append(append([]string{}, frozen...), slow...), healthy...)
-	waitMetric(t, e, 30*time.Second, "rounds on all 64 targets", func(f families) bool {
+	testenv.WaitMetric(t, e, 30*time.Second, "rounds on all 64 targets", func(f families) bool {
 		for _, name := range all {
 			if runs(f, name, "fsync") < 1 {
 				return false

@@ -70,7 +70,7 @@ func TestUnreadableDeviceNamesTheMissingPrivilege(t *testing.T) {
 	e := testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}},
 	})
-	f := waitMetric(t, e, 15*time.Second, "failed rounds on the unreadable device", func(f families) bool {
+	f := testenv.WaitMetric(t, e, 15*time.Second, "failed rounds on the unreadable device", func(f families) bool {
 		return errs(f, "raw", "randread") >= 2 && errs(f, "raw", "seqread") >= 2 && runs(f, "data", "fsync") >= 2
 	})
 	for _, probe := range []string{"randread", "seqread"} {
@@ -103,7 +103,7 @@ func TestUnreadableDeviceNamesTheMissingPrivilege(t *testing.T) {
 	e2 := testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(diskGID)}},
 	})
-	f2 := waitMetric(t, e2, 15*time.Second, "read rounds with the disk group", func(f families) bool {
+	f2 := testenv.WaitMetric(t, e2, 15*time.Second, "read rounds with the disk group", func(f families) bool {
 		return lastSuccess(f, "raw", "randread") > 0 && lastSuccess(f, "raw", "seqread") > 0
 	})
 	if n := errs(f2, "raw", "randread") + errs(f2, "raw", "seqread"); n != 0 {
@@ -119,7 +119,7 @@ func TestUnreadableDeviceNamesTheMissingPrivilege(t *testing.T) {
 		Credential:  &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}},
 		AmbientCaps: []uintptr{unix.CAP_DAC_READ_SEARCH},
 	})
-	f3 := waitMetric(t, e3, 15*time.Second, "read rounds with CAP_DAC_READ_SEARCH", func(f families) bool {
+	f3 := testenv.WaitMetric(t, e3, 15*time.Second, "read rounds with CAP_DAC_READ_SEARCH", func(f families) bool {
 		return lastSuccess(f, "raw", "randread") > 0 && lastSuccess(f, "raw", "seqread") > 0
 	})
 	if n := errs(f3, "raw", "randread") + errs(f3, "raw", "seqread"); n != 0 {

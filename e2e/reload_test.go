@@ -28,7 +28,7 @@ func TestBadReloadKeepsTheRunningConfig(t *testing.T) {
 `, d["a"])
 	cfg := testenv.WriteConfig(t, good)
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 15*time.Second, "fsync rounds", func(f families) bool { return runs(f, "a", "fsync") >= 2 })
+	testenv.WaitMetric(t, e, 15*time.Second, "fsync rounds", func(f families) bool { return runs(f, "a", "fsync") >= 2 })
 
 	// Line 4: a typo in a probe key.
 	writeFile(t, cfg, fmt.Sprintf(`targets:
@@ -37,7 +37,7 @@ func TestBadReloadKeepsTheRunningConfig(t *testing.T) {
     fsyncc: {interval: 1s}
 `, d["a"]))
 	e.Signal(syscall.SIGHUP)
-	f := waitMetric(t, e, 10*time.Second, "the failed reload", func(f families) bool {
+	f := testenv.WaitMetric(t, e, 10*time.Second, "the failed reload", func(f families) bool {
 		return value(f, "diskprobe_config_last_reload_successful") == 0
 	})
 	want := filepath.Base(cfg) + `:4: targets[0]: unknown field \"fsyncc\"`
@@ -68,7 +68,7 @@ func TestBadReloadKeepsTheRunningConfig(t *testing.T) {
 	if code, body := post(t, "http://"+e.Addr+"/-/reload"); code != http.StatusOK {
 		t.Fatalf("POST /-/reload with a good file: %d %q", code, body)
 	}
-	f3 := waitMetric(t, e, 10*time.Second, "the new target's rounds", func(f families) bool { return runs(f, "b", "fsync") >= 1 })
+	f3 := testenv.WaitMetric(t, e, 10*time.Second, "the new target's rounds", func(f families) bool { return runs(f, "b", "fsync") >= 1 })
 	if v := value(f3, "diskprobe_config_last_reload_successful"); v != 1 {
 		t.Errorf("diskprobe_config_last_reload_successful %v after a good reload", v)
 	}

@@ -38,14 +38,14 @@ func TestKilledDuringPreparationNeverReadsAFileWithHoles(t *testing.T) {
 
 	// 32 MiB at 4 MiB/s: killed about a third of the way.
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 20*time.Second, "a third of the read probe file written", func(f families) bool { return prepBytes(f) >= 10<<20 })
+	testenv.WaitMetric(t, e, 20*time.Second, "a third of the read probe file written", func(f families) bool { return prepBytes(f) >= 10<<20 })
 	if f := e.MustScrape(); skipped(f, "data", "randread", "preparing") == 0 || runs(f, "data", "randread") != 0 {
 		t.Errorf("read rounds during preparation: %.0f skipped (reason preparing), %.0f run; want all skipped",
 			skipped(f, "data", "randread", "preparing"), runs(f, "data", "randread"))
 	}
 	e.Cmd.Process.Kill()
 	<-e.Done()
-	hole, size := firstHole(t, probeFile)
+	hole, size := testenv.FirstHole(t, probeFile)
 	header := probeHeader(t, probeFile)
 	t.Logf("killed: %s, first hole at %d MiB of %d MiB", strings.ReplaceAll(header, "\n", " "), hole>>20, size>>20)
 	if strings.Contains(header, "state=prepared") {
@@ -62,7 +62,7 @@ func TestKilledDuringPreparationNeverReadsAFileWithHoles(t *testing.T) {
 		t.Errorf("the half-written file was reused")
 	}
 	stop(t, e)
-	hole, size = firstHole(t, probeFile)
+	hole, size = testenv.FirstHole(t, probeFile)
 	if !strings.Contains(probeHeader(t, probeFile), "state=prepared") || hole != size {
 		t.Fatalf("after preparation: header %q, first hole at %d of %d", probeHeader(t, probeFile), hole, size)
 	}
@@ -72,7 +72,7 @@ func TestKilledDuringPreparationNeverReadsAFileWithHoles(t *testing.T) {
 	must(t, err)
 	must(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 16<<20, 1<<20))
 	f.Close()
-	if hole, _ := firstHole(t, probeFile); hole != 16<<20 {
+	if hole, _ := testenv.FirstHole(t, probeFile); hole != 16<<20 {
 		t.Fatalf("punched hole not seen at 16 MiB: first hole at %d", hole)
 	}
 	e = startPrepared(t, cfg, "with a punched hole")
@@ -80,13 +80,13 @@ func TestKilledDuringPreparationNeverReadsAFileWithHoles(t *testing.T) {
 		t.Errorf("a file with a hole was reused as prepared")
 	}
 	stop(t, e)
-	if hole, size := firstHole(t, probeFile); hole != size {
+	if hole, size := testenv.FirstHole(t, probeFile); hole != size {
 		t.Errorf("hole at %d of %d after preparing again", hole, size)
 	}
 
 	// An intact prepared file is reused: what makes the two checks above meaningful.
 	e = testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 15*time.Second, "randread rounds on the reused file", func(f families) bool { return runs(f, "data", "randread") >= 2 })
+	testenv.WaitMetric(t, e, 15*time.Second, "randread rounds on the reused file", func(f families) bool { return runs(f, "data", "randread") >= 2 })
 	if len(logLines(e, "reusing the prepared read probe file")) != 1 || len(logLines(e, "read probe file prepared")) != 0 {
 		t.Errorf("an intact prepared file was not reused")
 	}
@@ -97,7 +97,7 @@ func TestKilledDuringPreparationNeverReadsAFileWithHoles(t *testing.T) {
 func startPrepared(t *testing.T, cfg, when string) *testenv.Exporter {
 	t.Helper()
 	e := testenv.StartExporter(t, cfg)
-	f := waitMetric(t, e, 30*time.Second, "randread rounds "+when, func(f families) bool {
+	f := testenv.WaitMetric(t, e, 30*time.Second, "randread rounds "+when, func(f families) bool {
 		return lastSuccess(f, "data", "randread") > 0 && runs(f, "data", "randread") >= 2
 	})
 	if n := errs(f, "data", "randread"); n != 0 {

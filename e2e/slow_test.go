@@ -34,7 +34,7 @@ func TestSlowDiskPushesFdatasyncP99OverEtcdTarget(t *testing.T) {
 	h0 := histogramOf(start, "diskprobe_fdatasync_duration_seconds", "slow")
 	r0 := runs(start, "slow", "fsync")
 
-	end := waitMetric(t, e, 30*time.Second, "two fsync rounds after throttling", func(f families) bool {
+	end := testenv.WaitMetric(t, e, 30*time.Second, "two fsync rounds after throttling", func(f families) bool {
 		return runs(f, "slow", "fsync") >= r0+2
 	})
 	h := histogramOf(end, "diskprobe_fdatasync_duration_seconds", "slow").sub(h0)

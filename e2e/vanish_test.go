@@ -33,7 +33,7 @@ func TestVanishedFilesystemIsAnErrorNotAnotherDisk(t *testing.T) {
     limits: {timeout: 10s, min_free: 0}
 `, dir, steadyDir))
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 20*time.Second, "fsync and randread rounds on the loop filesystem", func(f families) bool {
+	testenv.WaitMetric(t, e, 20*time.Second, "fsync and randread rounds on the loop filesystem", func(f families) bool {
 		return runs(f, "vanish", "fsync") >= 2 && runs(f, "vanish", "randread") >= 2
 	})
 
@@ -76,7 +76,7 @@ func TestVanishedFilesystemIsAnErrorNotAnotherDisk(t *testing.T) {
 	testenv.Run(t, "mount", "-t", "ext4", dev, dir)
 	remounted = true
 	back := time.Now()
-	waitMetric(t, e, 20*time.Second, "fsync and randread rounds after the remount", func(f families) bool {
+	testenv.WaitMetric(t, e, 20*time.Second, "fsync and randread rounds after the remount", func(f families) bool {
 		return lastSuccess(f, "vanish", "fsync") > float64(back.UnixNano())/1e9 &&
 			lastSuccess(f, "vanish", "randread") > float64(back.UnixNano())/1e9
 	})
@@ -105,7 +105,7 @@ func TestTargetDirectoryReplaced(t *testing.T) {
     limits: {timeout: 10s, min_free: 0}
 `, dir))
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 20*time.Second, "fsync and randread rounds", func(f families) bool {
+	testenv.WaitMetric(t, e, 20*time.Second, "fsync and randread rounds", func(f families) bool {
 		return runs(f, "replaced", "fsync") >= 2 && runs(f, "replaced", "randread") >= 2
 	})
 	if err := os.RemoveAll(dir); err != nil {
@@ -116,7 +116,7 @@ func TestTargetDirectoryReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	f := waitMetric(t, e, 20*time.Second, "rounds in the recreated directory", func(f families) bool {
+	f := testenv.WaitMetric(t, e, 20*time.Second, "rounds in the recreated directory", func(f families) bool {
 		return lastSuccess(f, "replaced", "fsync") > float64(back.UnixNano())/1e9 &&
 			lastSuccess(f, "replaced", "randread") > float64(back.UnixNano())/1e9
 	})
@@ -165,7 +165,7 @@ func TestRawDeviceGoneToZeroIsAnErrorLoggedOnce(t *testing.T) {
     limits: {min_free: 0}
 `, dev, steadyDir))
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 15*time.Second, "randread rounds on the raw device", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "randread rounds on the raw device", func(f families) bool {
 		return runs(f, "raw", "randread") >= 2 && runs(f, "steady", "fsync") >= 2
 	})
 
@@ -190,7 +190,7 @@ func TestRawDeviceGoneToZeroIsAnErrorLoggedOnce(t *testing.T) {
 	must(t, os.Truncate(backing, 64<<20))
 	testenv.Run(t, "losetup", "--set-capacity", dev)
 	back := time.Now()
-	waitMetric(t, e, 15*time.Second, "randread rounds once the device is back", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "randread rounds once the device is back", func(f families) bool {
 		return lastSuccess(f, "raw", "randread") > float64(back.UnixNano())/1e9
 	})
 	if len(logLines(e, "probe recovered", "target=raw")) != 1 {

@@ -49,11 +49,11 @@ func fsyncAndRandread(t *testing.T, extra string) string {
 
 func TestFdatasyncSamplesAccumulateInTheContractBuckets(t *testing.T) {
 	e := testenv.StartExporter(t, fsyncAndRandread(t, ""))
-	f := waitMetric(t, e, 15*time.Second, "fdatasync samples", func(f families) bool {
+	f := testenv.WaitMetric(t, e, 15*time.Second, "fdatasync samples", func(f families) bool {
 		return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "tmp") > 0
 	})
 	first := metric(f, "diskprobe_fdatasync_duration_seconds", "target", "tmp")
-	f = waitMetric(t, e, 15*time.Second, "more fdatasync, write and read samples", func(f families) bool {
+	f = testenv.WaitMetric(t, e, 15*time.Second, "more fdatasync, write and read samples", func(f families) bool {
 		return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "tmp") >= first+10 &&
 			metric(f, "diskprobe_write_duration_seconds", "target", "tmp") >= first+10 &&
 			metric(f, "diskprobe_read_duration_seconds", "target", "tmp") >= 10
@@ -118,7 +118,7 @@ func scrapeProtobuf(t *testing.T, e *testenv.Exporter) families {
 
 func TestNativeHistogramsServedOverProtobuf(t *testing.T) {
 	e := testenv.StartExporter(t, fsyncAndRandread(t, ""))
-	waitMetric(t, e, 15*time.Second, "fdatasync and read samples", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "fdatasync and read samples", func(f families) bool {
 		return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "tmp") >= 5 &&
 			metric(f, "diskprobe_read_duration_seconds", "target", "tmp") >= 5
 	})
@@ -178,7 +178,7 @@ func TestProberOperationRateHeldToIOPSLimit(t *testing.T) {
     limits: {iops: %d, min_free: 1MiB}
 `, t.TempDir(), ops, iops))
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 15*time.Second, "the first fdatasync", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "the first fdatasync", func(f families) bool {
 		return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "tmp") > 0
 	})
 	var points []opsPoint

@@ -41,21 +41,6 @@ func hasMetric(f families, name string, labels ...string) bool {
 	return ok
 }
 
-// waitMetric scrapes until cond holds for the scrape, and returns that scrape.
-func waitMetric(t *testing.T, e *testenv.Exporter, timeout time.Duration, what string, cond func(families) bool) families {
-	t.Helper()
-	var last families
-	testenv.WaitFor(t, timeout, what, func() bool {
-		f, _, err := e.Scrape(5 * time.Second)
-		if err != nil {
-			return false
-		}
-		last = f
-		return cond(f)
-	})
-	return last
-}
-
 // waitLog waits until the exporter's log contains s.
 func waitLog(t *testing.T, e *testenv.Exporter, timeout time.Duration, s string) {
 	t.Helper()

@@ -56,7 +56,7 @@ func TestSeqreadHeldToBandwidthLimit(t *testing.T) {
 `, dev))
 	rec := recordStats(t, dev, 50*time.Millisecond)
 	e := testenv.StartExporter(t, cfg)
-	f := waitMetric(t, e, 30*time.Second, "the seqread round", func(f families) bool {
+	f := testenv.WaitMetric(t, e, 30*time.Second, "the seqread round", func(f families) bool {
 		return metric(f, "diskprobe_probe_runs_total", "target", "raw", "probe", "seqread") >= 1
 	})
 	rec.Stop()

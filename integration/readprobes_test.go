@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
@@ -25,7 +23,7 @@ func readSamples(f families, target string) (randreads, seqBytes float64) {
 // counts: randread samples in the histogram and seqread bytes in the counter.
 func waitReadSamples(t *testing.T, e *testenv.Exporter, target string, reads, bytes float64) families {
 	t.Helper()
-	return waitMetric(t, e, 30*time.Second, fmt.Sprintf("%s: > %v randread samples and > %v seqread bytes", target, reads, bytes), func(f families) bool {
+	return testenv.WaitMetric(t, e, 30*time.Second, fmt.Sprintf("%s: > %v randread samples and > %v seqread bytes", target, reads, bytes), func(f families) bool {
 		r, b := readSamples(f, target)
 		return r > reads && b > bytes
 	})
@@ -91,32 +89,13 @@ func TestReadProbesRunOnADirectoryTarget(t *testing.T) {
 	}
 }
 
-// holeAt is where SEEK_HOLE finds the first hole of the file (its size if none).
-func holeAt(t *testing.T, path string) (hole, size int64) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	hole, err = unix.Seek(int(f.Fd()), 0, unix.SEEK_HOLE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hole, st.Size()
-}
-
 func TestPreparedReadFileHasNoHolesAndIsReusedAfterRestart(t *testing.T) {
 	_, dir := testenv.LoopExt4(t, 128*mib)
 	// SEEK_HOLE must be able to see a fallocated, never written extent on this
 	// filesystem, or "no holes" below would prove nothing.
 	control := filepath.Join(dir, "fallocated")
 	testenv.Run(t, "fallocate", "-l", "1MiB", control)
-	if hole, size := holeAt(t, control); hole != 0 || size != mib {
+	if hole, size := testenv.FirstHole(t, control); hole != 0 || size != mib {
 		t.Fatalf("SEEK_HOLE on a fallocated file found its first hole at %d of %d; want 0: it cannot detect unwritten extents here", hole, size)
 	}
 
@@ -130,10 +109,10 @@ func TestPreparedReadFileHasNoHolesAndIsReusedAfterRestart(t *testing.T) {
 
 	e := testenv.StartExporter(t, cfg)
 	waitLog(t, e, 30*time.Second, "read probe file prepared")
-	f := waitMetric(t, e, 15*time.Second, "randread samples", func(f families) bool {
+	f := testenv.WaitMetric(t, e, 15*time.Second, "randread samples", func(f families) bool {
 		return metric(f, "diskprobe_read_duration_seconds", "target", "dir") > 0
 	})
-	if hole, size := holeAt(t, file); size != probe.HeaderSize+16*mib || hole != size {
+	if hole, size := testenv.FirstHole(t, file); size != probe.HeaderSize+16*mib || hole != size {
 		t.Errorf("prepared %s: size %d (want %d), first hole at %d: reads there would not touch the disk", file, size, probe.HeaderSize+16*mib, hole)
 	}
 	noErrors(t, f, "dir", "randread")
@@ -145,7 +124,7 @@ func TestPreparedReadFileHasNoHolesAndIsReusedAfterRestart(t *testing.T) {
 
 	e = testenv.StartExporter(t, cfg)
 	waitLog(t, e, 30*time.Second, "reusing the prepared read probe file")
-	waitMetric(t, e, 15*time.Second, "randread samples after the restart", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "randread samples after the restart", func(f families) bool {
 		return metric(f, "diskprobe_read_duration_seconds", "target", "dir") > 0
 	})
 	st2, err := os.Stat(file)
@@ -173,7 +152,7 @@ func TestDeviceContextSeesOtherReadersOnly(t *testing.T) {
     randread: {interval: 1s, ops: 50}
 `, dev))
 	e := testenv.StartExporter(t, cfg)
-	waitMetric(t, e, 15*time.Second, "device context", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "device context", func(f families) bool {
 		return hasMetric(f, "diskprobe_device_other_iops", "target", "raw")
 	})
 
@@ -208,7 +187,7 @@ func sampleDeviceContext(t *testing.T, e *testenv.Exporter, target string, n int
 	runs := func(f families) float64 { return metric(f, "diskprobe_probe_runs_total", "target", target) }
 	last := runs(e.MustScrape())
 	for len(iops) < n {
-		f := waitMetric(t, e, 10*time.Second, "a new round", func(f families) bool { return runs(f) > last })
+		f := testenv.WaitMetric(t, e, 10*time.Second, "a new round", func(f families) bool { return runs(f) > last })
 		last = runs(f)
 		iops = append(iops, metric(f, "diskprobe_device_other_iops", "target", target))
 		busy = append(busy, metric(f, "diskprobe_device_busy_ratio", "target", target))

@@ -139,7 +139,7 @@ func TestTargetInfoNamesTheBlockDevice(t *testing.T) {
 		}
 	}
 	// The targets do run on the devices they were resolved to.
-	waitMetric(t, e, 15*time.Second, "one round on every target", func(f families) bool {
+	testenv.WaitMetric(t, e, 15*time.Second, "one round on every target", func(f families) bool {
 		return metric(f, "diskprobe_probe_runs_total", "target", "raw_disk") > 0 &&
 			metric(f, "diskprobe_probe_runs_total", "target", "raw_partition") > 0 &&
 			metric(f, "diskprobe_probe_runs_total", "target", "file_on_partition") > 0

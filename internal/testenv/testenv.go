@@ -267,42 +267,7 @@ func (s *SyncBuffer) String() string {
 // log is printed when the test failed.
 func StartExporter(t testing.TB, configFile string, args ...string) *Exporter {
 	t.Helper()
-	e := &Exporter{t: t, Addr: FreePort(t), Log: &SyncBuffer{}, done: make(chan struct{})}
-	e.Cmd = exec.Command(Binary(t), append([]string{"--config.file=" + configFile, "--web.listen-address=" + e.Addr, "--log.level=debug"}, args...)...)
-	e.Cmd.Stdout, e.Cmd.Stderr = e.Log, e.Log
-	if err := e.Cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { e.Cmd.Wait(); close(e.done) }()
-	t.Cleanup(func() {
-		e.Cmd.Process.Kill()
-		select {
-		case <-e.done:
-		case <-time.After(10 * time.Second):
-		}
-		if t.Failed() {
-			t.Logf("exporter log:\n%s", e.Log.String())
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get("http://" + e.Addr + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return e
-			}
-		}
-		select {
-		case <-e.done:
-			t.Fatalf("exporter exited before becoming ready: %v\n%s", e.Cmd.ProcessState, e.Log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("exporter not ready after 20s\n%s", e.Log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return StartExporterWith(t, configFile, ExporterOptions{Args: args})
 }
 
 // Pid is the exporter's process id.
@@ -384,4 +349,39 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// WaitMetric scrapes until cond holds on a scrape, and returns that scrape.
+func WaitMetric(t testing.TB, e *Exporter, timeout time.Duration, what string, cond func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+	t.Helper()
+	var last map[string]*dto.MetricFamily
+	WaitFor(t, timeout, what, func() bool {
+		f, _, err := e.Scrape(5 * time.Second)
+		if err != nil {
+			return false
+		}
+		last = f
+		return cond(f)
+	})
+	return last
+}
+
+// FirstHole is where SEEK_HOLE finds the first hole of the file at path, and its size:
+// the two are equal when the file has no hole.
+func FirstHole(t testing.TB, path string) (hole, size int64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hole, err = unix.Seek(int(f.Fd()), 0, unix.SEEK_HOLE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hole, fi.Size()
 }
