@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"compress/gzip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,10 +155,31 @@ func machine(t *testing.T, dir string) Machine {
 			m.BenchFS = f[0] + " on " + f[1] + " (" + f[2] + ")"
 		}
 	}
+	m.HZ = kernelHZ()
 	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
 		m.Load = "load average " + strings.Join(strings.Fields(string(data))[:3], " ") + " when the run started (the machine is shared)"
 	}
 	return m
+}
+
+// kernelHZ is CONFIG_HZ from /proc/config.gz, "" when the kernel does not publish it.
+func kernelHZ() string {
+	f, err := os.Open("/proc/config.gz")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return ""
+	}
+	sc := bufio.NewScanner(z)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "CONFIG_HZ="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func procField(file, key string) string {

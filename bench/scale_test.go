@@ -126,6 +126,20 @@ func sumOf(body []byte, name string, label, value string) float64 {
 	return sum
 }
 
+// histogramSum sums the _sum of every histogram of a family.
+func histogramSum(body []byte, name string) float64 {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, m := range fams[name].GetMetric() {
+		sum += m.GetHistogram().GetSampleSum()
+	}
+	return sum
+}
+
 func hasLabel(m *dto.Metric, name, value string) bool {
 	for _, l := range m.GetLabel() {
 		if l.GetName() == name && l.GetValue() == value {
@@ -267,6 +281,8 @@ func measureScale(t *testing.T, window time.Duration) *Scale {
 		s.Load[p] = [2]float64{sumOf(body, "diskprobe_probe_io_operations_total", "probe", p), sumOf(body, "diskprobe_probe_io_bytes_total", "probe", p)}
 	}
 	s.SeqreadRounds = sumOf(body, "diskprobe_probe_runs_total", "probe", "seqread")
+	s.IOTime = time.Duration(1e9 * (histogramSum(body, "diskprobe_fdatasync_duration_seconds") + histogramSum(body, "diskprobe_write_duration_seconds") +
+		histogramSum(body, "diskprobe_read_duration_seconds") + sumOf(body, "diskprobe_sequential_duration_seconds_total", "", "")))
 	if errs := sumOf(body, "diskprobe_probe_errors_total", "", ""); errs > 0 {
 		t.Errorf("the default-config exporter counted %v probe errors:\n%s", errs, expA.log.String())
 	}
@@ -289,11 +305,12 @@ func measureScale(t *testing.T, window time.Duration) *Scale {
 	}
 	defer seq.Close()
 	before = stats(t, devA)
-	if _, err := seq.Round(context.Background(), &probe.Env{Budget: collector.NewBudget(config.DefaultLimits, 1<<20)}); err != nil {
+	res, err := seq.Round(context.Background(), &probe.Env{Budget: collector.NewBudget(config.DefaultLimits, 1<<20)})
+	if err != nil {
 		t.Fatal(err)
 	}
 	after = stats(t, devA)
-	s.SeqreadBusy = after.IOTicks - before.IOTicks
+	s.SeqreadBusy, s.SeqreadIO = after.IOTicks-before.IOTicks, res.IO
 	t.Logf("scale: scrape medians 64 targets %v, node_exporter %v, 1 target %v; RSS %d / %d bytes; busy %v in %v, seqread round %v",
 		medianDur(s.ScrapeOurs), medianDur(s.ScrapeNode), medianDur(s.ScrapeDefault), s.RSS1, s.RSS64, s.IOTicks, s.Window, s.SeqreadBusy)
 	return s
