@@ -288,15 +288,28 @@ func (s *ReadSource) openForReads() error {
 }
 
 // randomOffset is a uniformly random offset at which a block of n bytes fits in the
-// source, aligned to n (a multiple of the O_DIRECT alignment) from the start of the data,
-// as fio aligns to its block size: with the alignment alone (512 B on most disks), seven
-// 4 KiB reads in eight straddle two filesystem blocks and two physical sectors.
+// source, a multiple of n (itself a multiple of the O_DIRECT alignment), as fio aligns to
+// its block size: with the alignment alone (512 B on most disks), seven 4 KiB reads in
+// eight straddle two filesystem blocks and two physical sectors.
 func (s *ReadSource) randomOffset(rng *rand.Rand, n int64) int64 {
-	slots := (s.end-s.start-n)/n + 1
+	first := s.firstBlock(n)
+	slots := (s.end-first-n)/n + 1
 	if slots <= 1 {
+		return first
+	}
+	return first + rng.Int64N(slots)*n
+}
+
+// firstBlock is the first offset of the data that is a multiple of n. A probe file's data
+// starts after its 4 KiB header, where fio's file starts at 0: 1 MiB reads from 4096 +
+// k MiB were 4-5 % slower at the median than from k MiB. Where the data holds no such
+// block, reads start at the data.
+func (s *ReadSource) firstBlock(n int64) int64 {
+	first := (s.start + n - 1) / n * n
+	if first+n > s.end {
 		return s.start
 	}
-	return s.start + rng.Int64N(slots)*n
+	return first
 }
 
 // Close releases the descriptors and buffers; the file stays for the next run to reuse.

@@ -48,7 +48,7 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 			return res, err
 		}
 		if off+bs > p.src.end {
-			off = p.src.start
+			off = p.src.firstBlock(bs)
 		}
 		settle()
 		t0 := time.Now()
