@@ -294,7 +294,13 @@ func (r *runner) run(ctx context.Context, pr *probeRun) {
 		r.sourceErr = nil // back on its filesystem: preparation may go on
 	}
 	if pr.prober == nil {
-		p, err := pr.build(r)
+		var (
+			p   probe.Prober
+			err error
+		)
+		r.current.Store(pr.index)
+		r.inflight.Do(func() { p, err = pr.build(r) })
+		r.current.Store(-1)
 		if err != nil {
 			pr.runs.Inc()
 			r.fail(pr, err)

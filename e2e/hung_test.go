@@ -247,3 +247,26 @@ func TestFrozenWhileCuttingANewProbeFileIsReportedStuck(t *testing.T) {
 		return lastSuccess(f, "frozen", "fsync") > float64(thawed.UnixNano())/1e9 && inflight(f, "frozen", "fsync") == 0
 	})
 }
+
+func TestFilesystemAlreadyFrozenAtStartIsReportedStuck(t *testing.T) {
+	testenv.RequireRoot(t)
+	_, dir := testenv.LoopExt4(t, 64<<20)
+	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: frozen
+    path: %s
+    fsync: {interval: 1s, ops: 1, file_size: 8MiB}
+    limits: {timeout: 3s, min_free: 0}
+`, dir))
+	// Creating <path>/.diskprobe is the first thing that hangs.
+	thaw := testenv.Freeze(t, dir)
+	e := testenv.StartExporter(t, cfg)
+	f := testenv.WaitMetric(t, e, 15*time.Second, "the stuck probe directory creation reported past limits.timeout", func(f families) bool {
+		return inflight(f, "frozen", "fsync") > 4 && errs(f, "frozen", "fsync") >= 1
+	})
+	t.Logf("in-flight age %.1fs, %.0f rounds skipped", inflight(f, "frozen", "fsync"), skipped(f, "frozen", "fsync", "inflight"))
+	thaw()
+	thawed := time.Now()
+	testenv.WaitMetric(t, e, 15*time.Second, "an fsync round after the thaw", func(f families) bool {
+		return lastSuccess(f, "frozen", "fsync") > float64(thawed.UnixNano())/1e9 && inflight(f, "frozen", "fsync") == 0
+	})
+}

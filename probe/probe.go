@@ -65,6 +65,15 @@ func (i *Inflight) end() {
 	}
 }
 
+// Do runs fn as the outstanding operation. It is for the file system calls made before a
+// probe's own timed ones, such as creating <path>/.diskprobe: on a hung file system they
+// hang the same way and must show the same age.
+func (i *Inflight) Do(fn func()) {
+	i.begin(time.Now())
+	defer i.end()
+	fn()
+}
+
 // Age is how long the outstanding operation has been running at now; 0 when idle.
 func (i *Inflight) Age(now time.Time) time.Duration {
 	s := i.start.Load()
