@@ -26,7 +26,7 @@ const reportEnv = "DISKPROBE_BENCH_REPORT"
 // needs root, fio and Debian's prometheus-node-exporter.
 //
 // DISKPROBE_BENCH_DIR: directory on a disk for cases (a), (c), (d) (default /var/tmp);
-// DISKPROBE_BENCH_ROUNDS: rounds of every agreement case (default 11, 5, 9, 15; at least 3);
+// DISKPROBE_BENCH_ROUNDS: rounds of every agreement case (default 11, 5, 9, 25; at least 3);
 // DISKPROBE_BENCH_WINDOW: duration of the scale phase (default 5m).
 func TestBenchReport(t *testing.T) {
 	out := os.Getenv(reportEnv)
@@ -62,7 +62,7 @@ func TestBenchReport(t *testing.T) {
 		rep.Cases = append(rep.Cases, fsyncCase(t, "fsync", "(a) fdatasync, 2300 B writes, fallocated file (the etcd recipe)", dir, "", "22m", pick(11)))
 		rep.Cases = append(rep.Cases, throttledCase(t, pick(5)))
 		fioFile := readFiles(t, dir)
-		rep.Cases = append(rep.Cases, randreadCase(t, dir, fioFile, pick(9)), seqreadCase(t, dir, fioFile, pick(15)))
+		rep.Cases = append(rep.Cases, randreadCase(t, dir, fioFile, pick(9)), seqreadCase(t, dir, fioFile, pick(25)))
 	})
 	if !ok {
 		t.FailNow()
