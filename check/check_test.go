@@ -6,9 +6,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 func TestPercentilesAreExactNearestRank(t *testing.T) {
@@ -215,7 +216,7 @@ func TestRunInProcessReportsEveryProbeAndCleansUp(t *testing.T) {
 		t.Skip("writes a 256 MiB read file")
 	}
 	dir := t.TempDir()
-	var progress syncBuffer
+	var progress testenv.SyncBuffer
 	rep, err := Run(t.Context(), Options{
 		Path: dir, Probes: []string{"seqread", "fsync", "randread"},
 		Size: 256 * 2300, BlockSize: 2300, Duration: 300 * time.Millisecond, Threshold: DefaultThreshold,
@@ -245,21 +246,4 @@ func TestRunInProcessReportsEveryProbeAndCleansUp(t *testing.T) {
 	for _, e := range entries {
 		t.Errorf("left behind: %s", e.Name())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
@@ -330,7 +331,7 @@ func (p *lowSpaceProber) Close() error { return nil }
 func TestLowFreeSpaceIsLoggedOncePerStateNotPerRound(t *testing.T) {
 	clock := newFakeClock()
 	m := NewMetrics(prometheus.NewRegistry())
-	var log syncBuffer
+	var log testenv.SyncBuffer
 	r := newRunner(testTarget("full", time.Second), device.Info{}, false, device.Paths{}, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(&log, nil)))
 	lp := &lowSpaceProber{}
 	r.probes[0].build = func(*runner) (probe.Prober, error) { return lp, nil }
@@ -350,21 +351,4 @@ func TestLowFreeSpaceIsLoggedOncePerStateNotPerRound(t *testing.T) {
 	if got := testutil.ToFloat64(m.skipped.WithLabelValues("full", "fsync", SkipLowFreeSpace)); int32(got) != lp.rounds.Load() {
 		t.Errorf("skipped{reason=low_free_space} = %v after %d rounds", got, lp.rounds.Load())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -19,10 +19,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 const (
@@ -748,24 +749,6 @@ func attachLoop(t *testing.T, dir string) string {
 	return dev
 }
 
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runAsUnit starts the installed exporter as the unit does (user diskprobe, group diskprobe,
 // supplementary group disk, no capabilities, no new privileges, umask 0077, a bare
 // environment), scrapes it on a loopback port until every series in want has grown, and
@@ -778,7 +761,7 @@ func runAsUnit(t *testing.T, asDiskprobe []string, config string, want map[strin
 	cmd := exec.Command("sh", args...)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"}
-	var log syncBuffer
+	var log testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
