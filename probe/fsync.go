@@ -34,6 +34,7 @@ type Fsync struct {
 	off  int64
 	buf  []byte
 	rng  *rand.ChaCha8
+	settler
 }
 
 // NewFsync checks the probe directory; the file itself is created by the first round.
@@ -97,7 +98,7 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 // clock reads. The data is made before the clock starts.
 func (p *Fsync) writeAndSync(inflight *Inflight) (write, sync time.Duration, err error) {
 	p.rng.Read(p.buf)
-	settle()
+	p.settle()
 	t0 := time.Now()
 	inflight.begin(t0)
 	n, err := unix.Pwrite(p.fd, p.buf, p.off)

@@ -18,6 +18,7 @@ type Randread struct {
 	ops int
 	buf []byte
 	rng *rand.Rand
+	settler
 }
 
 // NewRandread reads src; it checks the block size against the O_DIRECT alignment.
@@ -55,7 +56,7 @@ func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
 }
 
 func (p *Randread) readAt(inflight *Inflight, off int64) (time.Duration, error) {
-	settle()
+	p.settle()
 	t0 := time.Now()
 	inflight.begin(t0)
 	n, err := unix.Pread(p.src.fd, p.buf, off)

@@ -19,6 +19,7 @@ type Seqread struct {
 	bytes     int64
 	blockSize int
 	rng       *rand.Rand
+	settler
 }
 
 // NewSeqread reads src.
@@ -50,7 +51,7 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 		if off+bs > p.src.end {
 			off = p.src.firstBlock(bs)
 		}
-		settle()
+		p.settle()
 		t0 := time.Now()
 		env.Inflight.begin(t0)
 		n, err := unix.Pread(p.src.fd, buf, off)
@@ -87,6 +88,7 @@ type Seqwrite struct {
 	blockSize int
 	rng       *rand.Rand
 	fill      *rand.ChaCha8
+	settler
 }
 
 // NewSeqwrite prepares the probe directory; the file is created by the first round.
@@ -148,7 +150,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 			off = start
 		}
 		p.fill.Read(buf)
-		settle()
+		p.settle()
 		t0 := time.Now()
 		env.Inflight.begin(t0)
 		n, err := unix.Pwrite(p.fd, buf, off)
@@ -165,7 +167,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		res.Bytes += bs
 		res.IO += d
 	}
-	settle()
+	p.settle()
 	t0 := time.Now()
 	env.Inflight.begin(t0)
 	err = unix.Fdatasync(p.fd)
