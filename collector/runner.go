@@ -334,8 +334,10 @@ func (r *runner) run(ctx context.Context, pr *probeRun) {
 		pr.runs.Inc()
 		r.fail(pr, err)
 	default:
-		pr.runs.Inc()
+		// The timestamp first: a scrape between the two must not see a counted success
+		// whose time is still the previous one's.
 		pr.lastSuccess.Set(float64(r.clock.Now().UnixNano()) / 1e9)
+		pr.runs.Inc()
 		if pr.direction != "" && res.IO > 0 {
 			pr.seqBytes.Add(float64(res.Bytes))
 			pr.seqDuration.Add(res.IO.Seconds())

@@ -99,6 +99,35 @@ func (h histogram) sub(earlier histogram) histogram {
 	return d
 }
 
+// slowest is the least time the slowest sample took: the lower edge of the highest
+// classic bucket with samples in it (0 when there are none).
+func (h histogram) slowest() float64 {
+	les := make([]float64, 0, len(h.buckets))
+	for le := range h.buckets {
+		les = append(les, le)
+	}
+	sort.Float64s(les)
+	lower, prevCount := 0.0, uint64(0)
+	for _, le := range les {
+		if h.buckets[le] > prevCount {
+			lower = prevEdge(les, le)
+		}
+		prevCount = h.buckets[le]
+	}
+	if h.count > prevCount && len(les) > 0 { // samples above the highest edge
+		lower = les[len(les)-1]
+	}
+	return lower
+}
+
+func prevEdge(les []float64, le float64) float64 {
+	i := sort.SearchFloat64s(les, le)
+	if i == 0 {
+		return 0
+	}
+	return les[i-1]
+}
+
 // quantile estimates a quantile from the classic buckets the way PromQL's
 // histogram_quantile does (linear interpolation inside the bucket).
 func (h histogram) quantile(q float64) float64 {
@@ -218,7 +247,12 @@ func alive(t *testing.T, e *testenv.Exporter) {
 // mkdirs makes a fresh directory per name under a temporary directory.
 func mkdirs(t *testing.T, names ...string) map[string]string {
 	t.Helper()
-	base := t.TempDir()
+	return mkdirsUnder(t, t.TempDir(), names...)
+}
+
+// mkdirsUnder makes one directory per name under base.
+func mkdirsUnder(t *testing.T, base string, names ...string) map[string]string {
+	t.Helper()
 	out := map[string]string{}
 	for _, n := range names {
 		p := filepath.Join(base, n)
@@ -269,6 +303,11 @@ func roundGaps(obs []observation, target, probe string) []time.Duration {
 			continue
 		}
 		r, l := runs(o.f, target, probe), lastSuccess(o.f, target, probe)
+		if have && r != prevRuns && l <= prevLast {
+			// A failed round, or a scrape between the two updates of a success: keep the
+			// last consistent pair, or the next gap would span two rounds.
+			continue
+		}
 		if have && r == prevRuns+1 && l > prevLast && prevLast > 0 {
 			gaps = append(gaps, time.Duration((l-prevLast)*1e9))
 		}

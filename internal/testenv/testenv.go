@@ -57,9 +57,31 @@ func Run(t testing.TB, name string, args ...string) string {
 // The device is detached in cleanup.
 func LoopDevice(t testing.TB, size int64) string {
 	t.Helper()
+	return loopDeviceIn(t, t.TempDir(), size)
+}
+
+// RAMLoopExt4 is LoopExt4 with its image in /dev/shm (tmpfs): a real block device and a
+// real ext4 whose flushes never reach this machine's own disk, for tests that judge the
+// exporter's timing and must not mistake a stall of the shared host disk (a journal
+// commit behind another test's writeback) for one of the exporter's.
+func RAMLoopExt4(t testing.TB, size int64) (dev, dir string) {
+	t.Helper()
+	RequireRoot(t)
+	shm, err := os.MkdirTemp("/dev/shm", "diskprobe-test-")
+	if err != nil {
+		t.Skipf("needs a writable /dev/shm for a RAM-backed loop device: %v", err)
+	}
+	// Registered first, so it runs after the device is unmounted and detached.
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	dev = loopDeviceIn(t, shm, size)
+	return dev, MountExt4(t, dev)
+}
+
+func loopDeviceIn(t testing.TB, imageDir string, size int64) string {
+	t.Helper()
 	RequireRoot(t)
 	RequireTools(t, "losetup")
-	img := filepath.Join(t.TempDir(), "disk.img")
+	img := filepath.Join(imageDir, "disk.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
