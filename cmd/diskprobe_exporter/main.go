@@ -27,6 +27,7 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/collector"
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/internal/gzipresponse"
 )
 
 const (
@@ -164,12 +165,13 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 
 func newHandler(reg *prometheus.Registry, metricsPath string, ready *atomic.Bool, reload func() error, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET "+metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	mux.Handle("GET "+metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		EnableOpenMetrics:   true,
 		MaxRequestsInFlight: 10,
 		Timeout:             30 * time.Second,
-	}))
+		DisableCompression:  true, // gzipresponse compresses, at the fastest level
+	})))
 	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Healthy")
 	})
