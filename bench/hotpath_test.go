@@ -43,17 +43,12 @@ func benchDir(tb testing.TB) string {
 	return dir
 }
 
-// latencyVec is a histogram vector like the daemon's (collector.LatencyBuckets and
-// native buckets), one child per target.
-func latencyVec() *prometheus.HistogramVec {
-	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "bench_duration_seconds", Help: "Latency of the benchmarked operation.",
-		Buckets: collector.LatencyBuckets, NativeHistogramBucketFactor: collector.NativeBucketFactor,
-		NativeHistogramMaxBucketNumber: 160, NativeHistogramMinResetDuration: time.Hour,
-	}, []string{"target"})
+// latencyVec is the daemon's histogram vector (collector.LatencyVec), one child per target.
+func latencyVec() *collector.LatencyVec {
+	return collector.NewLatencyVec("bench_duration_seconds", "Latency of the benchmarked operation.")
 }
 
-func observeInto(h prometheus.Observer) *probe.Env {
+func observeInto(h interface{ Observe(float64) }) *probe.Env {
 	return &probe.Env{Budget: probe.Unlimited, Inflight: &probe.Inflight{},
 		Observe: func(s probe.Sample) { h.Observe(s.Duration.Seconds()) }}
 }

@@ -14,20 +14,23 @@ const namespace = "diskprobe"
 // at etcd's 10 ms (wal_fsync p99) and 25 ms (backend_commit p99) targets and at the
 // etcd-mixin's 0.5 s and 1 s alerts, so the share of operations over a target is exact;
 // etcd's own buckets start at 1 ms and cannot see an SSD.
-var LatencyBuckets = []float64{
+var LatencyBuckets = latencyBucketEdges[:]
+
+var latencyBucketEdges = [...]float64{
 	25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 	1, 2.5, 5, 10,
 }
 
-// NativeBucketFactor is the growth factor of the native histogram buckets.
+// NativeBucketFactor is the growth factor of the native histogram buckets asked for; the
+// schema that meets it is 3 (2^(1/8) ≈ 1.09), see LatencyVec.
 const NativeBucketFactor = 1.1
 
 // Metrics holds every metric the exporter exposes. They live for the life of the process:
 // a reload deletes the series of targets that went away, so counters of targets that
 // stay are never reset.
 type Metrics struct {
-	fdatasync, write, read *prometheus.HistogramVec
+	fdatasync, write, read *LatencyVec
 
 	seqBytes, seqDuration *prometheus.CounterVec
 	seqThroughput         *prometheus.GaugeVec
@@ -56,25 +59,13 @@ const (
 	SkipLowFreeSpace = "low_free_space" // free space under limits.min_free
 )
 
-func latencyHistogram(name, help string) *prometheus.HistogramVec {
-	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace:                       namespace,
-		Name:                            name,
-		Help:                            help,
-		Buckets:                         LatencyBuckets,
-		NativeHistogramBucketFactor:     NativeBucketFactor,
-		NativeHistogramMaxBucketNumber:  160,
-		NativeHistogramMinResetDuration: time.Hour,
-	}, []string{"target"})
-}
-
 // NewMetrics creates the metrics and registers them, with the build info, on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	tp := []string{"target", "probe"}
 	m := &Metrics{
-		fdatasync: latencyHistogram("fdatasync_duration_seconds", "Time of each fdatasync(2) of the fsync probe, the call etcd's wal_fsync and fio's sync percentiles time."),
-		write:     latencyHistogram("write_duration_seconds", "Time of each write(2) of the fsync probe, before its fdatasync."),
-		read:      latencyHistogram("read_duration_seconds", "Time of each O_DIRECT pread(2) of the randread probe, queue depth 1 (fio psync clat)."),
+		fdatasync: NewLatencyVec("fdatasync_duration_seconds", "Time of each fdatasync(2) of the fsync probe, the call etcd's wal_fsync and fio's sync percentiles time."),
+		write:     NewLatencyVec("write_duration_seconds", "Time of each write(2) of the fsync probe, before its fdatasync."),
+		read:      NewLatencyVec("read_duration_seconds", "Time of each O_DIRECT pread(2) of the randread probe, queue depth 1 (fio psync clat)."),
 		seqBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sequential_bytes_total",
 			Help: "Bytes moved by the sequential probes."}, []string{"target", "direction"}),
 		seqDuration: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sequential_duration_seconds_total",
