@@ -67,6 +67,10 @@ type probeRun struct {
 
 	direction string // "read" or "write" for the sequential probes
 
+	// waitsForPreparation: a round of this read probe was skipped because the probe file
+	// was not ready; it runs as soon as it is rather than a whole interval later (worker only).
+	waitsForPreparation bool
+
 	runs, errs, ioOps, ioBytes        prometheus.Counter
 	skipInflight, skipPrep, skipSpace prometheus.Counter
 	lastSuccess, throughput           prometheus.Gauge
@@ -187,11 +191,10 @@ func (r *runner) schedule(ctx context.Context) {
 // running (at most one operation is ever outstanding per target).
 func (r *runner) due(pr *probeRun, now time.Time) {
 	r.checkStuck(now)
-	if pr.pending.Load() {
+	if !pr.pending.CompareAndSwap(false, true) { // the worker may start a waiting round itself
 		pr.skipInflight.Inc()
 		return
 	}
-	pr.pending.Store(true)
 	r.work <- pr // never blocks: one slot per probe, and a probe holds at most one
 }
 
@@ -223,6 +226,9 @@ func (r *runner) worker(ctx context.Context) {
 				return
 			default:
 				r.prepare(ctx)
+				if r.source != nil && r.source.Ready() {
+					r.runWaitingRounds(ctx)
+				}
 			}
 			continue
 		}
@@ -231,6 +237,21 @@ func (r *runner) worker(ctx context.Context) {
 			r.run(ctx, pr)
 		case <-ctx.Done():
 			return
+		}
+	}
+}
+
+// runWaitingRounds runs, once the read probe file is ready, the rounds that were skipped
+// while it was not: after a start (even with a file that only needs reopening) the first
+// seqread round would otherwise come 10 minutes later.
+func (r *runner) runWaitingRounds(ctx context.Context) {
+	for _, pr := range r.probes {
+		if !pr.waitsForPreparation {
+			continue
+		}
+		pr.waitsForPreparation = false
+		if pr.pending.CompareAndSwap(false, true) { // else a round is queued already
+			r.run(ctx, pr)
 		}
 	}
 }
@@ -327,6 +348,7 @@ func (r *runner) run(ctx context.Context, pr *probeRun) {
 		r.sourceErr = nil // retry the preparation once per round of a read probe
 	case errors.Is(err, probe.ErrNotPrepared):
 		pr.skipPrep.Inc()
+		pr.waitsForPreparation = true
 	case errors.Is(err, probe.ErrLowFreeSpace):
 		pr.skipSpace.Inc()
 		r.noteError(pr, err, slog.LevelWarn)

@@ -352,3 +352,36 @@ func TestLowFreeSpaceIsLoggedOncePerStateNotPerRound(t *testing.T) {
 		t.Errorf("skipped{reason=low_free_space} = %v after %d rounds", got, lp.rounds.Load())
 	}
 }
+
+// TestReadRoundSkippedWhilePreparingRunsOnceTheFileIsReady: after a start, the first
+// read round finds its probe file not ready (being written, or only to be reopened) and
+// is skipped as preparing; it must run as soon as the file is ready, not a whole interval
+// later (10 minutes for seqread by default, an hour here).
+func TestReadRoundSkippedWhilePreparingRunsOnceTheFileIsReady(t *testing.T) {
+	clock := newFakeClock()
+	m := NewMetrics(prometheus.NewRegistry())
+	rr := config.DefaultRandread
+	rr.Interval, rr.FileSize = time.Hour, 4<<20
+	tg := config.Target{Name: "data", Path: t.TempDir(), Kind: config.KindDirectory, Randread: &rr, Limits: config.DefaultLimits}
+	tg.Limits.MinFree = 0
+	if err := probe.CheckDirectIO(tg.Path); err != nil {
+		t.Skipf("%v (the read probe needs O_DIRECT on the test's temporary directory)", err)
+	}
+	r := newRunner(tg, device.Info{}, false, device.Paths{}, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r.start()
+	defer r.stop(time.After(5 * time.Second))
+
+	clock.Advance(t, 2*time.Second, 100*time.Millisecond, 1) // the first round comes within 2 s of the start
+	runs := func() float64 { return testutil.ToFloat64(m.runs.WithLabelValues("data", "randread")) }
+	deadline := time.Now().Add(20 * time.Second) // real time for the 4 MiB preparation; the clock stands still
+	for runs() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	skipped := testutil.ToFloat64(m.skipped.WithLabelValues("data", "randread", SkipPreparing))
+	if skipped != 1 || runs() != 1 {
+		t.Fatalf("randread: %v rounds skipped as preparing, %v run with the clock held; want the skipped round run once the file was ready", skipped, runs())
+	}
+	if errs := testutil.ToFloat64(m.errors.WithLabelValues("data", "randread")); errs != 0 {
+		t.Errorf("%v failed rounds", errs)
+	}
+}
