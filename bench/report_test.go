@@ -69,7 +69,7 @@ func TestBenchReport(t *testing.T) {
 	}
 	rep.CPU = []*CPUFigure{cpuFigure("write+fdatasync operations", rep.Cases[0]), cpuFigure("4 KiB random reads", rep.Cases[2])}
 
-	ok = t.Run("hotpaths", func(t *testing.T) { rep.Hot = hotPaths(t, dir) })
+	ok = t.Run("hotpaths", func(t *testing.T) { rep.Hot, rep.ScrapeServing = hotPaths(t, dir), scrapeServing(t) })
 	ok = ok && t.Run("scale", func(t *testing.T) { rep.Scale = measureScale(t, window) })
 	if !ok {
 		t.FailNow()
@@ -104,14 +104,37 @@ func envInt(t *testing.T, name string, def int) int {
 
 // hotPaths runs the Go benchmarks of this package and parses their output.
 func hotPaths(t *testing.T, dir string) *HotPaths {
-	args := []string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", "2s", "-count", "1", "."}
-	cmd := exec.Command("go", args...)
-	cmd.Env = append(os.Environ(), "DISKPROBE_BENCH_DIR="+dir, reportEnv+"=")
+	return goBench(t, ".", []string{"DISKPROBE_BENCH_DIR=" + dir, reportEnv + "="},
+		"-run", "^$", "-bench", ".", "-benchmem", "-benchtime", "2s", "-count", "1")
+}
+
+// scrapeServing runs collector's BenchmarkScrape64Targets: the exporter's serving path
+// against client_golang's histograms and promhttp's gzip level, side by side.
+func scrapeServing(t *testing.T) *HotPaths {
+	return goBench(t, "../collector", nil, "-run", "^$", "-bench", "Scrape64Targets", "-benchmem", "-benchtime", "300x", "-count", "6")
+}
+
+// goBench runs `go test` with args on the package directory pkg and parses the output.
+func goBench(t *testing.T, pkg string, env []string, args ...string) *HotPaths {
+	cmd := exec.Command("go", append(append([]string{"test"}, args...), ".")...)
+	cmd.Dir = pkg
+	cmd.Env = append(os.Environ(), env...)
 	outp, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, outp)
+		t.Fatalf("go test %s (in %s): %v\n%s", strings.Join(args, " "), pkg, err, outp)
 	}
-	h := &HotPaths{Command: "DISKPROBE_BENCH_DIR=" + dir + " go test ./bench -run '^$' -bench . -benchmem -benchtime 2s -count 1"}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = a
+		if strings.ContainsAny(a, "^$.") {
+			quoted[i] = "'" + a + "'"
+		}
+	}
+	name := "./bench"
+	if pkg != "." {
+		name = "./" + strings.TrimPrefix(pkg, "../")
+	}
+	h := &HotPaths{Command: strings.TrimSpace(strings.Join(env, " ") + " go test " + name + " " + strings.Join(quoted, " "))}
 	var kept []string
 	for _, line := range strings.Split(string(outp), "\n") {
 		if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "cpu:") || strings.HasPrefix(line, "goos:") {
