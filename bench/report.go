@@ -12,14 +12,14 @@ import (
 // Report is everything one `make bench` run measured. Markdown renders BENCHMARKS.md
 // from it; CDFs are the data behind the plots.
 type Report struct {
-	Date     time.Time
-	Command  string // the command that produced the report
-	Elapsed  time.Duration
-	Machine  Machine
-	Cases    []*Case
-	CPU      []*CPUFigure
-	Scale    *Scale
-	Hot      *HotPaths
+	Date    time.Time
+	Command string // the command that produced the report
+	Elapsed time.Duration
+	Machine Machine
+	Cases   []*Case
+	CPU     []*CPUFigure
+	Scale   *Scale
+	Hot     *HotPaths
 	// ScrapeServing is collector's BenchmarkScrape64Targets: the serving path against
 	// client_golang's histograms and promhttp's gzip level.
 	ScrapeServing *HotPaths
