@@ -107,25 +107,17 @@ func (h histogram) slowest() float64 {
 		les = append(les, le)
 	}
 	sort.Float64s(les)
-	lower, prevCount := 0.0, uint64(0)
+	lower, prevLE, prevCount := 0.0, 0.0, uint64(0)
 	for _, le := range les {
 		if h.buckets[le] > prevCount {
-			lower = prevEdge(les, le)
+			lower = prevLE
 		}
-		prevCount = h.buckets[le]
+		prevLE, prevCount = le, h.buckets[le]
 	}
-	if h.count > prevCount && len(les) > 0 { // samples above the highest edge
-		lower = les[len(les)-1]
+	if h.count > prevCount { // samples above the highest edge
+		lower = prevLE
 	}
 	return lower
-}
-
-func prevEdge(les []float64, le float64) float64 {
-	i := sort.SearchFloat64s(les, le)
-	if i == 0 {
-		return 0
-	}
-	return les[i-1]
 }
 
 // quantile estimates a quantile from the classic buckets the way PromQL's
