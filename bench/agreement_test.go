@@ -107,15 +107,19 @@ func randreadCase(t *testing.T, dir, fioFile string, rounds int) *Case {
 			"fio's figure is `clat` (completion latency of the psync engine: the pread system call)"}}
 	c.Rounds = interleave(t, rounds,
 		func() Side { return oursSide(t, loop, func(r *LoopResult) []time.Duration { return r.Read }) },
-		func() Side {
-			f, err := RunFio(t.TempDir(), "", args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.FioCommand = f.Command
-			return Side{Ops: f.ReadIOs, P50: Pct(f.Clat, 50), P99: Pct(f.Clat, 99), CPU: f.User + f.Sys, CDF: FioCDF(f.Clat)}
-		})
+		func() Side { return fioReadSide(t, c, args) })
 	return c
+}
+
+// fioReadSide runs fio's read job of a round (clat percentiles, and its bandwidth for
+// the cases compared on throughput) and keeps the command it ran in the case.
+func fioReadSide(t *testing.T, c *Case, args []string) Side {
+	f, err := RunFio(t.TempDir(), "", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.FioCommand = f.Command
+	return Side{Ops: f.ReadIOs, P50: Pct(f.Clat, 50), P99: Pct(f.Clat, 99), Throughput: f.ReadBW, CPU: f.User + f.Sys, CDF: FioCDF(f.Clat)}
 }
 
 func seqreadCase(t *testing.T, dir, fioFile string, rounds int) *Case {
@@ -128,14 +132,7 @@ func seqreadCase(t *testing.T, dir, fioFile string, rounds int) *Case {
 			"on this virtual disk whole runs of either tool come out at about 0.9 GB/s or at about 1.5 GB/s (the host's doing; see the plot), so a round where only one side had the fast run gives a ratio near 0.6 or 1.7: hence 25 rounds and the median of the ratios"}}
 	c.Rounds = interleave(t, rounds,
 		func() Side { return oursSide(t, loop, func(r *LoopResult) []time.Duration { return r.Read }) },
-		func() Side {
-			f, err := RunFio(t.TempDir(), "", args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.FioCommand = f.Command
-			return Side{Ops: f.ReadIOs, P50: Pct(f.Clat, 50), P99: Pct(f.Clat, 99), Throughput: f.ReadBW, CPU: f.User + f.Sys, CDF: FioCDF(f.Clat)}
-		})
+		func() Side { return fioReadSide(t, c, args) })
 	return c
 }
 
