@@ -1,12 +1,9 @@
 package alerts
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -60,7 +57,7 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
     limits:   {timeout: 30s, min_free: 0}
 `, loopDir, plainDir, plainReads))
 	exporter := testenv.StartExporter(t, cfg)
-	prom := startPrometheus(t, exporter.Addr, rulesWithShortFor(t))
+	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{Jobs: map[string]string{e2eJob: exporter.Addr}, Rules: rulesWithShortFor(t)})
 	t.Logf("exporter and prometheus up after %v", time.Since(began).Round(time.Millisecond))
 
 	// Warm-up: every dashboard query, every recording rule, every rule healthy.
@@ -76,7 +73,7 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 	for {
 		empty = empty[:0]
 		for _, c := range checks {
-			n, err := prom.seriesCount(c.expr)
+			n, err := prom.SeriesCount(c.expr)
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", c.where, err, c.expr)
 			}
@@ -84,7 +81,7 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 				empty = append(empty, c.where+": "+c.expr)
 			}
 		}
-		unhealthy = prom.unhealthyRules(t)
+		unhealthy = unhealthyRules(t, prom)
 		if len(empty) == 0 && len(unhealthy) == 0 {
 			break
 		}
@@ -98,17 +95,17 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 		len(checks), time.Since(began).Round(time.Millisecond))
 
 	const alert = "DiskprobeFdatasyncP99AboveEtcdTarget"
-	before, _ := prom.value(`target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{quantile="0.99", target="loop"}`)
-	t.Logf("before throttling: loop fdatasync p99 over 5m %.2fms, %s %q", before*1000, alert, prom.alertState(t, alert, "loop"))
+	before, _ := prom.Value(`target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{quantile="0.99", target="loop"}`)
+	t.Logf("before throttling: loop fdatasync p99 over 5m %.2fms, %s %q", before*1000, alert, alertState(t, prom, alert, "loop"))
 
 	// A failing SSD, from the exporter's side: 20 writes/s on the loop device.
 	cg := testenv.ThrottleWrites(t, dev, 20)
 	cg.Add(exporter.Pid())
 	throttled := time.Now()
 	testenv.WaitFor(t, 90*time.Second, alert+" firing for target loop", func() bool {
-		return prom.alertState(t, alert, "loop") == "firing"
+		return alertState(t, prom, alert, "loop") == "firing"
 	})
-	p99, _ := prom.value(`target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{quantile="0.99", target="loop"}`)
+	p99, _ := prom.Value(`target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{quantile="0.99", target="loop"}`)
 	t.Logf("%s firing %v after throttling (fdatasync p99 over 5m: %.1fms); whole test %v",
 		alert, time.Since(throttled).Round(time.Millisecond), p99*1000, time.Since(began).Round(time.Millisecond))
 }
@@ -163,136 +160,9 @@ func shortenFor(n *yaml.Node) int {
 }
 
 // prometheus is a running Prometheus server.
-type prometheus struct {
-	addr string
-	cmd  *exec.Cmd
-}
-
-// startPrometheus runs Debian's prometheus on a free loopback port with its storage in a
-// temporary directory, scraping the exporter every second and evaluating the rules every
-// second. It is killed by its own pid in cleanup; its log is printed if the test failed.
-func startPrometheus(t *testing.T, exporterAddr string, rules []string) *prometheus {
-	t.Helper()
-	dir := t.TempDir()
-	ruleList, _ := json.Marshal(rules)
-	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-rule_files: %s
-scrape_configs:
-  - job_name: %s
-    static_configs:
-      - targets: [%q]
-`, ruleList, e2eJob, exporterAddr)
-	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := &prometheus{addr: testenv.FreePort(t)}
-	log := &testenv.SyncBuffer{}
-	p.cmd = exec.Command("prometheus",
-		"--config.file="+cfgPath,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+p.addr,
-		"--log.level=warn")
-	p.cmd.Stdout, p.cmd.Stderr = log, log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-		}
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", log.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + p.addr + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("prometheus exited: %v\n%s", p.cmd.ProcessState, log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready after 30s\n%s", log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// api GETs a Prometheus HTTP API path and decodes its data field into out.
-func (p *prometheus) api(path string, params url.Values, out any) error {
-	client := http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + p.addr + path + "?" + params.Encode())
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string          `json:"status"`
-		Error  string          `json:"error"`
-		Data   json.RawMessage `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	if body.Status != "success" {
-		return fmt.Errorf("%s: %s", path, body.Error)
-	}
-	return json.Unmarshal(body.Data, out)
-}
-
-type queryResult struct {
-	ResultType string `json:"resultType"`
-	Result     []struct {
-		Metric map[string]string `json:"metric"`
-		Value  [2]any            `json:"value"`
-	} `json:"result"`
-}
-
-// seriesCount runs an instant query and counts the series it returns.
-func (p *prometheus) seriesCount(expr string) (int, error) {
-	var r queryResult
-	if err := p.api("/api/v1/query", url.Values{"query": {expr}}, &r); err != nil {
-		return 0, err
-	}
-	if r.ResultType == "scalar" {
-		return 1, nil
-	}
-	return len(r.Result), nil
-}
-
-// value is the value of the first series an instant query returns.
-func (p *prometheus) value(expr string) (float64, error) {
-	var r queryResult
-	if err := p.api("/api/v1/query", url.Values{"query": {expr}}, &r); err != nil {
-		return 0, err
-	}
-	if len(r.Result) == 0 {
-		return 0, fmt.Errorf("no series for %s", expr)
-	}
-	var v float64
-	s, _ := r.Result[0].Value[1].(string)
-	_, err := fmt.Sscan(s, &v)
-	return v, err
-}
-
 // unhealthyRules lists the rules that failed their last evaluation or have not been
 // evaluated yet.
-func (p *prometheus) unhealthyRules(t *testing.T) []string {
+func unhealthyRules(t *testing.T, p *testenv.Prometheus) []string {
 	t.Helper()
 	var r struct {
 		Groups []struct {
@@ -304,7 +174,7 @@ func (p *prometheus) unhealthyRules(t *testing.T) []string {
 			} `json:"rules"`
 		} `json:"groups"`
 	}
-	if err := p.api("/api/v1/rules", nil, &r); err != nil {
+	if err := p.API("/api/v1/rules", nil, &r); err != nil {
 		t.Fatal(err)
 	}
 	var bad []string
@@ -325,7 +195,7 @@ func (p *prometheus) unhealthyRules(t *testing.T) []string {
 }
 
 // alertState is the state (pending, firing, or "" when inactive) of an alert for a target.
-func (p *prometheus) alertState(t *testing.T, name, target string) string {
+func alertState(t *testing.T, p *testenv.Prometheus, name, target string) string {
 	t.Helper()
 	var r struct {
 		Alerts []struct {
@@ -333,7 +203,7 @@ func (p *prometheus) alertState(t *testing.T, name, target string) string {
 			State  string            `json:"state"`
 		} `json:"alerts"`
 	}
-	if err := p.api("/api/v1/alerts", nil, &r); err != nil {
+	if err := p.API("/api/v1/alerts", nil, &r); err != nil {
 		t.Fatal(err)
 	}
 	state := ""
