@@ -45,7 +45,7 @@ func benchDir(tb testing.TB) string {
 
 // latencyVec is the daemon's histogram vector (collector.LatencyVec), one child per target.
 func latencyVec() *collector.LatencyVec {
-	return collector.NewLatencyVec("bench_duration_seconds", "Latency of the benchmarked operation.")
+	return collector.NewLatencyVec("bench_duration_seconds", "Latency of the benchmarked operation.", collector.LatencyBuckets)
 }
 
 func observeInto(h interface{ Observe(float64) }) *probe.Env {

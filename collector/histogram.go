@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// LatencyVec is the histogram vector, one child per target, with the classic LatencyBuckets
-// and native buckets of schema 3 (growth 2^(1/8) ≈ 1.09, the schema client_golang picks
+// LatencyVec is the histogram vector, one child per target, with classic buckets of its
+// own (LatencyBuckets, or none) and native buckets of schema 3 (growth 2^(1/8) ≈ 1.09, the schema client_golang picks
 // for NativeBucketFactor 1.1), exposing exactly what a client_golang HistogramVec with
 // those options exposes.
 //
@@ -25,7 +25,8 @@ import (
 // indexed by bucket key; a scrape reads it in order. Observe stays lock-free with
 // client_golang's hot/cold scheme, so a scrape never holds up a probe.
 type LatencyVec struct {
-	desc *prometheus.Desc
+	desc    *prometheus.Desc
+	buckets []float64 // classic upper bounds, +Inf implied
 
 	mu       sync.RWMutex
 	children map[string]*LatencyHistogram
@@ -51,10 +52,13 @@ var nativeBounds = [8]float64{
 	0.7071067811865475, 0.7711054127039704, 0.8408964152537144, 0.9170040432046711,
 }
 
-// NewLatencyVec makes the vector of diskprobe_<name>, labelled by target.
-func NewLatencyVec(name, help string) *LatencyVec {
+// NewLatencyVec makes the vector of diskprobe_<name>, labelled by target, with the given
+// classic bucket edges (nil: native buckets only; the text formats then show +Inf, _sum
+// and _count).
+func NewLatencyVec(name, help string, buckets []float64) *LatencyVec {
 	return &LatencyVec{
 		desc:     prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, []string{"target"}, nil),
+		buckets:  buckets,
 		children: map[string]*LatencyHistogram{},
 	}
 }
@@ -71,9 +75,14 @@ func (v *LatencyVec) WithLabelValues(target string) *LatencyHistogram {
 	defer v.mu.Unlock()
 	if h, ok = v.children[target]; !ok {
 		h = &LatencyHistogram{
+			buckets: v.buckets,
 			labels:  []*dto.LabelPair{{Name: proto.String("target"), Value: proto.String(target)}},
 			created: timestamppb.New(time.Now()),
 		}
+		for i := range h.counts {
+			h.counts[i].classic = make([]atomic.Uint64, len(v.buckets))
+		}
+		h.lowest.Store(nativeKeys)
 		v.children[target] = h
 	}
 	return h
@@ -132,7 +141,11 @@ type LatencyHistogram struct {
 	countAndHotIdx atomic.Uint64
 	counts         [2]latencyCounts
 	writeMu        sync.Mutex // one scrape at a time flips and folds
+	// lowest and highest native bucket index ever observed (lowest > highest: none), so
+	// that a scrape walks the few dozen buckets a disk's latencies fall in, not all 433.
+	lowest, highest atomic.Int32
 
+	buckets []float64
 	labels  []*dto.LabelPair
 	created *timestamppb.Timestamp
 }
@@ -140,7 +153,7 @@ type LatencyHistogram struct {
 type latencyCounts struct {
 	count   atomic.Uint64 // observations completed
 	sumBits atomic.Uint64
-	classic [len(latencyBucketEdges)]atomic.Uint64 // not cumulative; +Inf is count
+	classic []atomic.Uint64 // one per classic edge, not cumulative; +Inf is count
 	zero    atomic.Uint64
 	native  [nativeKeys]atomic.Uint64
 }
@@ -149,7 +162,7 @@ type latencyCounts struct {
 func (h *LatencyHistogram) Observe(v float64) {
 	n := h.countAndHotIdx.Add(1)
 	hot := &h.counts[n>>63]
-	if i := sort.SearchFloat64s(LatencyBuckets, v); i < len(LatencyBuckets) {
+	if i := sort.SearchFloat64s(h.buckets, v); i < len(h.buckets) {
 		hot.classic[i].Add(1)
 	}
 	addFloat(&hot.sumBits, v)
@@ -158,9 +171,14 @@ func (h *LatencyHistogram) Observe(v float64) {
 	case math.Abs(v) <= nativeZeroThreshold:
 		hot.zero.Add(1)
 	default:
-		hot.native[nativeKey(v)-nativeMinKey].Add(1)
+		i := int32(nativeKey(v) - nativeMinKey)
+		for cur := h.lowest.Load(); i < cur && !h.lowest.CompareAndSwap(cur, i); cur = h.lowest.Load() {
+		}
+		for cur := h.highest.Load(); i > cur && !h.highest.CompareAndSwap(cur, i); cur = h.highest.Load() {
+		}
+		hot.native[i].Add(1)
 	}
-	hot.count.Add(1) // last: a scrape waits for this
+	hot.count.Add(1) // last: a scrape waits for this, and so sees the range above
 }
 
 // nativeKey is the schema 3 bucket key of v > 0 (bucket key k holds
@@ -196,18 +214,19 @@ func (h *LatencyHistogram) write(out *dto.Metric) error {
 	his := &dto.Histogram{
 		SampleCount:      proto.Uint64(count),
 		SampleSum:        proto.Float64(math.Float64frombits(cold.sumBits.Load())),
-		Bucket:           make([]*dto.Bucket, len(LatencyBuckets)),
+		Bucket:           make([]*dto.Bucket, len(h.buckets)),
 		CreatedTimestamp: h.created,
 		Schema:           proto.Int32(nativeSchema),
 		ZeroThreshold:    proto.Float64(nativeZeroThreshold),
 		ZeroCount:        proto.Uint64(cold.zero.Load()),
 	}
 	var cumulative uint64
-	for i, le := range LatencyBuckets {
+	for i, le := range h.buckets {
 		cumulative += cold.classic[i].Load()
 		his.Bucket[i] = &dto.Bucket{CumulativeCount: proto.Uint64(cumulative), UpperBound: proto.Float64(le)}
 	}
-	his.PositiveSpan, his.PositiveDelta = nativeSpans(&cold.native)
+	lowest, highest := int(h.lowest.Load()), int(h.highest.Load())
+	his.PositiveSpan, his.PositiveDelta = nativeSpans(&cold.native, lowest, highest)
 	if len(his.PositiveSpan) == 0 && his.GetZeroCount() == 0 && his.GetZeroThreshold() == 0 {
 		// As client_golang: a no-op span keeps an empty native histogram from looking
 		// classic to a scraper (never taken while the threshold is above 0).
@@ -225,7 +244,7 @@ func (h *LatencyHistogram) write(out *dto.Metric) error {
 		}
 	}
 	hot.zero.Add(cold.zero.Swap(0))
-	for i := range cold.native {
+	for i := lowest; i <= highest; i++ {
 		if c := cold.native[i].Swap(0); c != 0 {
 			hot.native[i].Add(c)
 		}
@@ -233,16 +252,17 @@ func (h *LatencyHistogram) write(out *dto.Metric) error {
 	return nil
 }
 
-// nativeSpans encodes the non-empty buckets as spans and deltas the way client_golang
-// does: gaps of one or two empty buckets are filled in rather than starting a new span.
-func nativeSpans(buckets *[nativeKeys]atomic.Uint64) ([]*dto.BucketSpan, []int64) {
+// nativeSpans encodes the non-empty buckets between indexes lowest and highest as spans
+// and deltas the way client_golang does: gaps of one or two empty buckets are filled in
+// rather than starting a new span.
+func nativeSpans(buckets *[nativeKeys]atomic.Uint64, lowest, highest int) ([]*dto.BucketSpan, []int64) {
 	var (
 		spans     []*dto.BucketSpan
 		deltas    []int64
 		prevCount int64
 		nextKey   int
 	)
-	for i := range buckets {
+	for i := lowest; i <= highest; i++ {
 		c := int64(buckets[i].Load())
 		if c == 0 {
 			continue

@@ -10,17 +10,16 @@ import (
 
 const namespace = "diskprobe"
 
-// LatencyBuckets are the classic bucket edges of every latency histogram. They have edges
-// at etcd's 10 ms (wal_fsync p99) and 25 ms (backend_commit p99) targets and at the
-// etcd-mixin's 0.5 s and 1 s alerts, so the share of operations over a target is exact;
-// etcd's own buckets start at 1 ms and cannot see an SSD.
-var LatencyBuckets = latencyBucketEdges[:]
-
-var latencyBucketEdges = [...]float64{
-	25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-	1, 2.5, 5, 10,
-}
+// LatencyBuckets are the classic bucket edges of the fdatasync and read histograms: the
+// edges a rule, a panel or a verdict decides on, each exact rather than interpolated:
+// etcd's 10 ms (wal_fsync p99) and 25 ms (backend_commit p99) targets, the etcd-mixin's
+// 0.5 s and 1 s alerts, 100 ms (etcd's default heartbeat), 2.5 ms and 5 ms on the way to
+// 10 ms (the suspect-hardware alert's floors), and 100 µs and 1 ms, which tell NVMe from
+// SATA from spinning disks. etcd's own buckets start at 1 ms and cannot see an SSD.
+// Every edge costs a series per target and per histogram, and a Prometheus with 64 targets
+// to scrape spends more on those series than on anything else (BENCHMARKS.md); the native
+// buckets (factor 1.1) carry the full resolution to a Prometheus that ingests them.
+var LatencyBuckets = []float64{100e-6, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1}
 
 // NativeBucketFactor is the growth factor of the native histogram buckets asked for; the
 // schema that meets it is 3 (2^(1/8) ≈ 1.09), see LatencyVec.
@@ -63,9 +62,12 @@ const (
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	tp := []string{"target", "probe"}
 	m := &Metrics{
-		fdatasync: NewLatencyVec("fdatasync_duration_seconds", "Time of each fdatasync(2) of the fsync probe, the call etcd's wal_fsync and fio's sync percentiles time."),
-		write:     NewLatencyVec("write_duration_seconds", "Time of each write(2) of the fsync probe, before its fdatasync."),
-		read:      NewLatencyVec("read_duration_seconds", "Time of each O_DIRECT pread(2) of the randread probe, queue depth 1 (fio psync clat)."),
+		fdatasync: NewLatencyVec("fdatasync_duration_seconds", "Time of each fdatasync(2) of the fsync probe, the call etcd's wal_fsync and fio's sync percentiles time.", LatencyBuckets),
+		// No rule reads the write call's distribution, only its mean (a write into the page
+		// cache is microseconds; a slow one shows in the mean and, with native histograms, in
+		// full): native buckets only, so it costs three series per target, not seventeen.
+		write: NewLatencyVec("write_duration_seconds", "Time of each write(2) of the fsync probe, before its fdatasync (native buckets only).", nil),
+		read:  NewLatencyVec("read_duration_seconds", "Time of each O_DIRECT pread(2) of the randread probe, queue depth 1 (fio psync clat).", LatencyBuckets),
 		seqBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sequential_bytes_total",
 			Help: "Bytes moved by the sequential probes."}, []string{"target", "direction"}),
 		seqDuration: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sequential_duration_seconds_total",

@@ -71,7 +71,7 @@ func populated(clientGolang bool) *prometheus.Registry {
 	if clientGolang {
 		vecs := [3]*prometheus.HistogramVec{}
 		for i, name := range []string{"fdatasync_duration_seconds", "write_duration_seconds", "read_duration_seconds"} {
-			vecs[i] = clientGolangVec(name, "help")
+			vecs[i] = clientGolangVec(name, "help", []*LatencyVec{m.fdatasync, m.write, m.read}[i].buckets)
 			reg.MustRegister(vecs[i])
 		}
 		observeCG := func(v *prometheus.HistogramVec) func(string, float64) {
@@ -90,9 +90,6 @@ func populated(clientGolang bool) *prometheus.Registry {
 		for _, p := range []string{"fsync", "randread"} {
 			m.runs.WithLabelValues(name, p).Add(100)
 			m.errors.WithLabelValues(name, p)
-			for _, reason := range []string{SkipInflight, SkipPreparing, SkipLowFreeSpace} {
-				m.skipped.WithLabelValues(name, p, reason)
-			}
 			m.lastSuccess.WithLabelValues(name, p).Set(1.7e9)
 			m.ioOps.WithLabelValues(name, p).Add(1000)
 			m.ioBytes.WithLabelValues(name, p).Add(1e6)
