@@ -244,7 +244,7 @@ func TestEtcdThresholdsAreOnTheLatencyPanels(t *testing.T) {
 	if err := json.Unmarshal(data, &d); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"fdatasync latency percentiles", "write() latency percentiles"} {
+	for _, want := range []string{"fdatasync latency percentiles", "write() mean latency"} {
 		found := false
 		for _, p := range d.Panels {
 			if p.Title != want {
