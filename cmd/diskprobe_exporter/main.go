@@ -167,7 +167,9 @@ func newHandler(reg *prometheus.Registry, metricsPath string, ready *atomic.Bool
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
-		EnableOpenMetrics:   true,
+		// The text format, not OpenMetrics: nothing exposed here needs what OpenMetrics
+		// adds (exemplars, created samples), and node_exporter serves text too.
+		EnableOpenMetrics:   false,
 		MaxRequestsInFlight: 10,
 		Timeout:             30 * time.Second,
 		DisableCompression:  true, // gzipresponse compresses, at the fastest level
