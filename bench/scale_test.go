@@ -109,6 +109,17 @@ func seriesIn(body []byte) int {
 	return n
 }
 
+// targetSeriesIn counts the sample lines of a text exposition that carry a target label.
+func targetSeriesIn(body []byte) int {
+	n := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if line != "" && line[0] != '#' && strings.Contains(line, `target="`) {
+			n++
+		}
+	}
+	return n
+}
+
 // sumOf sums every sample of a counter or gauge family, optionally with one label set.
 func sumOf(body []byte, name string, label, value string) float64 {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
@@ -206,22 +217,8 @@ func measureScale(t *testing.T, window time.Duration) *Scale {
 	cfgA := testenv.WriteConfig(t, s.ConfigDefault)
 	s.Device = fmt.Sprintf("%s (3 GiB sparse image, ext4)", devA)
 
-	// 64 targets with fsync and randread, short intervals, small files.
-	_, mntB := testenv.LoopExt4(t, 2<<30)
-	var cfg strings.Builder
-	cfg.WriteString("targets:\n")
-	for i := range 64 {
-		dir := filepath.Join(mntB, fmt.Sprintf("t%02d", i))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		entry := fmt.Sprintf("  - name: t%02d\n    path: %s\n    fsync: {interval: 5s, ops: 5, file_size: 1MiB}\n    randread: {interval: 5s, ops: 5, file_size: 1MiB}\n", i, dir)
-		cfg.WriteString(entry)
-		if i == 0 {
-			s.Config64 = "targets:\n" + entry + "  # … t01 to t63 alike, each in its own directory\n"
-		}
-	}
-	cfgB := testenv.WriteConfig(t, cfg.String())
+	var cfgB string
+	s.Config64, cfgB = config64(t)
 
 	s.NodeCommand = nodeBin + " --web.listen-address=127.0.0.1:PORT"
 	node := startDaemon(t, "/metrics", nodeBin)
@@ -252,10 +249,10 @@ func measureScale(t *testing.T, window time.Duration) *Scale {
 			switch d {
 			case expB:
 				s.ScrapeOurs = append(s.ScrapeOurs, took)
-				s.Series, s.BodyBytes = seriesIn(body), len(body)
+				s.Series, s.BodyBytes, s.TargetSeries = seriesIn(body), len(body), targetSeriesIn(body)
 			case expA:
 				s.ScrapeDefault = append(s.ScrapeDefault, took)
-				s.SeriesDefault, s.BytesDefault = seriesIn(body), len(body)
+				s.SeriesDefault, s.BytesDefault, s.TargetSeriesDefault = seriesIn(body), len(body), targetSeriesIn(body)
 			default:
 				s.ScrapeNode = append(s.ScrapeNode, took)
 				s.NodeSeries, s.NodeBytes = seriesIn(body), len(body)
@@ -314,4 +311,25 @@ func measureScale(t *testing.T, window time.Duration) *Scale {
 	t.Logf("scale: scrape medians 64 targets %v, node_exporter %v, 1 target %v; RSS %d / %d bytes; busy %v in %v, seqread round %v",
 		medianDur(s.ScrapeOurs), medianDur(s.ScrapeNode), medianDur(s.ScrapeDefault), s.RSS1, s.RSS64, s.IOTicks, s.Window, s.SeqreadBusy)
 	return s
+}
+
+// config64 writes the 64-target configuration of the scale phase (fsync and randread,
+// short intervals, small files, each target its own directory on one loop ext4) and
+// returns it as shown in the report (first target only) and the file's path.
+func config64(t *testing.T) (shown, path string) {
+	_, mnt := testenv.LoopExt4(t, 2<<30)
+	var cfg strings.Builder
+	cfg.WriteString("targets:\n")
+	for i := range 64 {
+		dir := filepath.Join(mnt, fmt.Sprintf("t%02d", i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		entry := fmt.Sprintf("  - name: t%02d\n    path: %s\n    fsync: {interval: 5s, ops: 5, file_size: 1MiB}\n    randread: {interval: 5s, ops: 5, file_size: 1MiB}\n", i, dir)
+		cfg.WriteString(entry)
+		if i == 0 {
+			shown = "targets:\n" + entry + "  # … t01 to t63 alike, each in its own directory\n"
+		}
+	}
+	return shown, testenv.WriteConfig(t, cfg.String())
 }
