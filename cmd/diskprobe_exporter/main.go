@@ -166,7 +166,7 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 func newHandler(reg *prometheus.Registry, metricsPath string, ready *atomic.Bool, reload func() error, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		// The text format, not OpenMetrics: nothing exposed here needs what OpenMetrics
 		// adds (exemplars, created samples), and node_exporter serves text too.
 		EnableOpenMetrics:   false,
