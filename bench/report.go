@@ -622,7 +622,7 @@ type ScrapeSeen struct {
 // promScrapeMarkdown renders what Prometheus itself reported of the scrapes.
 func (r *Report) promScrapeMarkdown(w func(string, ...any), s *Scale) {
 	w("\n### What Prometheus sees\n<a id=\"promscrape\"></a>\n\n")
-	w("The figure that counts: Debian's Prometheus %s scraping the 64-target exporter above (a fresh\n", r.Machine.Prometheus)
+	w("The figure that counts: Debian's Prometheus (`%s`) scraping the 64-target exporter above (a fresh\n", r.Machine.Prometheus)
 	w("one on its own loop ext4) and node_exporter side by side, every second (timeout 1 s), for\n")
 	w("%s per setting, after a 20 s warm-up; then `quantile_over_time` of its own\n", r.PromScrape[0].Window)
 	w("`scrape_duration_seconds` and `max_over_time(scrape_samples_scraped)` through its HTTP API.\n")
