@@ -16,6 +16,8 @@ declare -A need=(
   [setpriv]=util-linux
   [systemd-analyze]=systemd
   [dpkg-deb]=dpkg
+  [etcd]=etcd-server
+  [etcdctl]=etcd-client
 )
 for extra in "$@"; do need[${extra%%=*}]=${extra#*=}; done
 
