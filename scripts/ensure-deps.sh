@@ -18,6 +18,8 @@ declare -A need=(
   [dpkg-deb]=dpkg
   [etcd]=etcd-server
   [etcdctl]=etcd-client
+  [podman]=podman
+  [runc]=runc
 )
 for extra in "$@"; do need[${extra%%=*}]=${extra#*=}; done
 
