@@ -17,7 +17,7 @@ LDFLAGS     := -s -w \
 LISTEN      ?= :10052
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build run test test-deps lint fuzz bench package clean
+.PHONY: all build run test test-deps lint fuzz bench package image clean
 
 all: lint build test
 
@@ -88,6 +88,17 @@ package:
 	    GOARCH=$$($(GO) env GOARCH) PACKAGE_VERSION='$(PACKAGE_VERSION)' \
 	      $(NFPM) package --config packaging/nfpm.yaml --packager $$p --target $(DIST)/; \
 	  done
+
+# The container image as an OCI archive in $(DIST)/, built from Containerfile with no
+# container engine (packaging/image; `podman load -i` or `skopeo copy oci-archive:` it).
+# Docker or Buildah users: `make build && docker build -f Containerfile .` gives the same image.
+IMAGE ?= diskprobe-exporter
+TAG   ?= $(VERSION)
+image: build
+	@mkdir -p $(DIST)
+	$(GO) run ./packaging/image -f Containerfile -context . -t '$(IMAGE):$(TAG)' \
+	  -o '$(DIST)/$(IMAGE)-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
+	@echo "image: $(DIST)/$(IMAGE)-$(TAG).oci.tar ($(IMAGE):$(TAG))"
 
 clean:
 	rm -rf $(BINARY) dist

@@ -60,6 +60,7 @@ const (
 // Options say what to measure and how.
 type Options struct {
 	Path      string
+	ProbeDir  string        // where the scratch directory goes instead of Path (same filesystem); Path is then only stat'ed
 	Probes    []string      // empty: fsync on a directory, randread on a block device
 	Size      int64         // bytes written by the fsync job
 	BlockSize int           // bytes per write of the fsync job
@@ -134,7 +135,8 @@ func (r *Report) ExitCode() int {
 	return 0
 }
 
-// Run measures opts.Path. Every file it creates lives in PATH/.diskprobe-check-*, which
+// Run measures opts.Path. Every file it creates lives in PATH/.diskprobe-check-* (or in
+// the probe directory, when one is given), which
 // is removed before Run returns, whether the run succeeded, failed or ctx was cancelled
 // (Ctrl-C). An error means no verdict: the command exits 2.
 func Run(ctx context.Context, opts Options) (*Report, error) {
@@ -152,6 +154,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	probes, err := selectProbes(opts.Probes, opts.Path, isDevice)
 	if err != nil {
 		return nil, err
+	}
+	if opts.ProbeDir != "" {
+		if isDevice {
+			return nil, fmt.Errorf("--probe-dir: %s is a block device: nothing is ever written for a block device", opts.Path)
+		}
+		if err := config.CheckProbeDir(opts.Path, opts.ProbeDir); err != nil {
+			return nil, fmt.Errorf("--probe-dir: %w", err)
+		}
 	}
 	if err := validate(opts, probes); err != nil {
 		return nil, err
@@ -237,10 +247,13 @@ type runner struct {
 	align int64 // the device's logical block size, the O_DIRECT fallback alignment
 }
 
-// runDirectory runs the probes in a scratch directory of its own inside PATH, removed at
-// the end whatever happens.
+// runDirectory runs the probes in a scratch directory of its own inside PATH (or
+// --probe-dir), removed at the end whatever happens.
 func (r *runner) runDirectory(ctx context.Context, probes []string) (err error) {
 	path := r.opts.Path
+	if r.opts.ProbeDir != "" {
+		path = r.opts.ProbeDir
+	}
 	// A memory filesystem would pass any threshold and mean nothing.
 	if err := probe.CheckDirectIO(path); err != nil {
 		return err

@@ -171,6 +171,9 @@ func TestCheckRefusesWhatItCannotMeasure(t *testing.T) {
 		{"fsync on a block device", []string{"--probes=fsync", dev}, "", []string{dev + " is a block device", "nothing is ever written to a device"}},
 		{"unknown probe", []string{"--probes=fsync,seqwrite", t.TempDir()}, "", []string{`unknown probe "seqwrite"`}},
 		{"bad size", []string{"--size=22MB", t.TempDir()}, "", []string{"--size: expected a size such as"}},
+		{"probe dir on another filesystem", []string{"--probe-dir=" + small, t.TempDir()}, small, []string{"--probe-dir: " + small + " is on another filesystem"}},
+		{"probe dir inside the path", []string{"--probe-dir=" + filepath.Join(small, "lost+found"), small}, "", []string{"is inside the measured path " + small}},
+		{"probe dir for a block device", []string{"--probe-dir=" + t.TempDir(), dev}, "", []string{"--probe-dir: " + dev + " is a block device"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -366,5 +369,29 @@ func TestCheckInterruptedWhileFilesystemFrozenExitsAndSaysWhatIsLeft(t *testing.
 	}
 	if out, _ := os.ReadFile(stdout.Name()); len(out) != 0 {
 		t.Errorf("an interrupted check printed a summary:\n%s", out)
+	}
+}
+
+func TestCheckWithProbeDirWritesNothingInThePath(t *testing.T) {
+	testenv.RequireRoot(t)
+	_, fs := testenv.LoopExt4(t, 256<<20)
+	data, beside := filepath.Join(fs, "etcd"), filepath.Join(fs, "diskprobe-etcd")
+	for _, d := range []string{data, beside} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runCheck(t, 2*time.Minute, "--json", "--size=2MiB", "--probe-dir="+beside, data)
+	if r.code == 2 {
+		t.Fatalf("no verdict (exit 2):\n%s", r.stderr)
+	}
+	if got := field(decode(t, r), "path"); got != data {
+		t.Errorf("the report names %v, want the measured path %s", got, data)
+	}
+	for _, dir := range []string{data, beside} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			t.Errorf("%s holds %s after the check", dir, e.Name())
+		}
 	}
 }

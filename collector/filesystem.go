@@ -14,8 +14,11 @@ import (
 // the detached filesystem keep working: probing on would measure, and write probe files
 // onto, a disk the target is not about. Rounds fail instead until the path is back on its
 // filesystem.
+//
+// A target with a probe_dir pins both: the measured path and the directory the probe files
+// are in must stay on the filesystem they were on together.
 type filesystemPin struct {
-	path  string
+	paths []string
 	dev   uint64
 	known bool
 }
@@ -28,20 +31,26 @@ func pinFilesystem(t config.Target) filesystemPin {
 	if err := unix.Stat(t.Path, &st); err != nil {
 		return filesystemPin{}
 	}
-	return filesystemPin{path: t.Path, dev: st.Dev, known: true}
+	pin := filesystemPin{paths: []string{t.Path}, dev: st.Dev, known: true}
+	if t.ProbeDir != "" {
+		pin.paths = append(pin.paths, t.ProbeDir)
+	}
+	return pin
 }
 
-// check fails when the target's path is now on another filesystem. A path that is
-// missing is left to the probes, which report it themselves.
+// check fails when the target's path (or its probe_dir) is now on another filesystem. A
+// path that is missing is left to the probes, which report it themselves.
 func (p filesystemPin) check() error {
 	if !p.known {
 		return nil
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(p.path, &st); err != nil || st.Dev == p.dev {
-		return nil
+	for _, path := range p.paths {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err == nil && st.Dev != p.dev {
+			return &filesystemChangedError{path: path, was: p.dev, now: st.Dev}
+		}
 	}
-	return &filesystemChangedError{path: p.path, was: p.dev, now: st.Dev}
+	return nil
 }
 
 type filesystemChangedError struct {

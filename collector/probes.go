@@ -10,7 +10,7 @@ import (
 var builders = map[string]func(r *runner) (probe.Prober, error){
 	config.ProbeFsync: func(r *runner) (probe.Prober, error) {
 		c := r.target.Fsync
-		return probe.NewFsync(probe.FsyncOptions{Dir: r.target.Path, Ops: c.Ops, BlockSize: int(c.BlockSize),
+		return probe.NewFsync(probe.FsyncOptions{Dir: r.target.ProbeRoot(), Ops: c.Ops, BlockSize: int(c.BlockSize),
 			FileSize: c.FileSize, MinFree: r.target.Limits.MinFree})
 	},
 	config.ProbeRandread: func(r *runner) (probe.Prober, error) {
@@ -29,7 +29,7 @@ var builders = map[string]func(r *runner) (probe.Prober, error){
 	},
 	config.ProbeSeqwrite: func(r *runner) (probe.Prober, error) {
 		c := r.target.Seqwrite
-		return probe.NewSeqwrite(r.target.Path, c.Bytes, int(c.BlockSize), r.target.Limits.MinFree, r.fallbackAlign())
+		return probe.NewSeqwrite(r.target.ProbeRoot(), c.Bytes, int(c.BlockSize), r.target.Limits.MinFree, r.fallbackAlign())
 	},
 }
 
@@ -57,7 +57,7 @@ func (r *runner) readSource() (*probe.ReadSource, error) {
 		if r.target.Randread != nil {
 			size = r.target.Randread.FileSize
 		}
-		src, err = probe.NewProbeFile(r.target.Path, size, r.target.Limits.MinFree, r.fallbackAlign())
+		src, err = probe.NewProbeFile(r.target.ProbeRoot(), size, r.target.Limits.MinFree, r.fallbackAlign())
 	}
 	if err != nil {
 		return nil, err

@@ -39,8 +39,12 @@ type Config struct {
 type Target struct {
 	Name string
 	Path string // absolute, cleaned
-	Kind Kind   // set by Resolve, from the path on disk
-	Line int    // line of the target in the file, for errors found after parsing
+	// ProbeDir, when set, holds the probe files (in its .diskprobe/) instead of Path, which
+	// is then only stat'ed: a directory of the exporter's own beside another program's data
+	// directory, on the same filesystem. Absolute, cleaned.
+	ProbeDir string
+	Kind     Kind // set by Resolve, from the path on disk
+	Line     int  // line of the target in the file, for errors found after parsing
 
 	Fsync    *FsyncConfig
 	Randread *RandreadConfig
@@ -100,6 +104,15 @@ var (
 const MaxBlockSize = 64 * MiB
 
 // Probes returns the names of the probes enabled on the target, in scheduling order.
+// ProbeRoot is the directory whose .diskprobe/ holds the target's probe files: probe_dir
+// when set, else the path itself.
+func (t *Target) ProbeRoot() string {
+	if t.ProbeDir != "" {
+		return t.ProbeDir
+	}
+	return t.Path
+}
+
 func (t *Target) Probes() []string {
 	var out []string
 	if t.Fsync != nil {
@@ -141,7 +154,11 @@ func (c *Config) Summary() string {
 		if i > 0 {
 			s += ", "
 		}
-		s += fmt.Sprintf("%s (%s %s: %v)", t.Name, t.Kind, t.Path, t.Probes())
+		s += fmt.Sprintf("%s (%s %s: %v", t.Name, t.Kind, t.Path, t.Probes())
+		if t.ProbeDir != "" {
+			s += ", probe files in " + t.ProbeDir
+		}
+		s += ")"
 	}
 	return fmt.Sprintf("%s: %d targets, %d probes: %s", c.File, len(c.Targets), probes, s)
 }

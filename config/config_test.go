@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,5 +217,59 @@ func TestExampleConfigIsValid(t *testing.T) {
 	}
 	if len(cfg.Targets) == 0 {
 		t.Fatal("example has no targets")
+	}
+}
+
+func TestProbeDirIsRefusedUnlessABesideDirectoryOnTheSameFilesystem(t *testing.T) {
+	root := t.TempDir()
+	data := filepath.Join(root, "etcd")
+	beside := filepath.Join(root, "diskprobe-etcd")
+	for _, d := range []string{data, beside} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(root, "link")
+	if err := os.Symlink(beside, link); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ probeDir, want string }{
+		{filepath.Join(data, "probes"), "is inside the measured path " + data},
+		{data, "is inside the measured path " + data},
+		{link, "is a symlink"},
+		{filepath.Join(root, "missing"), "does not exist: create it"},
+		{file, "is not a directory"},
+		{"", `targets[0].probe_dir: must not be empty`},
+	} {
+		cfgFile := writeConfig(t, t.TempDir(), fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %q\n", data, c.probeDir))
+		_, err := Load(cfgFile)
+		if err == nil {
+			t.Errorf("probe_dir %q accepted", c.probeDir)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), filepath.Base(cfgFile)+":") || !strings.Contains(err.Error(), "targets[0].probe_dir: ") {
+			t.Errorf("probe_dir %q: %v; want %q, naming file, line and field", c.probeDir, err, c.want)
+		}
+	}
+
+	cfg, err := Load(writeConfig(t, t.TempDir(), fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n", data, beside)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Targets[0]; got.ProbeDir != beside || got.ProbeRoot() != beside || got.Path != data {
+		t.Errorf("target %+v: want path %s, probe files under %s", got, data, beside)
+	}
+	if !strings.Contains(cfg.Summary(), "probe files in "+beside) {
+		t.Errorf("--config.check summary does not say where the probe files go: %s", cfg.Summary())
+	}
+
+	dev := findBlockDevice(t)
+	_, err = Load(writeConfig(t, t.TempDir(), fmt.Sprintf("targets:\n  - name: d\n    path: %s\n    probe_dir: %s\n", dev, beside)))
+	if err == nil || !strings.Contains(err.Error(), "targets[0].probe_dir: "+dev+" is a block device") {
+		t.Errorf("probe_dir on a block device target: %v", err)
 	}
 }

@@ -174,7 +174,7 @@ var targetNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
 func (p *parser) target(n *yaml.Node, field, baseDir string) (Target, bool) {
 	t := Target{Line: n.Line, Limits: DefaultLimits}
 	before := len(p.errs)
-	var nameNode, pathNode *yaml.Node
+	var nameNode, pathNode, probeDirNode *yaml.Node
 	p.mapping(n, field, func(key string, k, val *yaml.Node) bool {
 		f := join(field, key)
 		switch key {
@@ -184,6 +184,9 @@ func (p *parser) target(n *yaml.Node, field, baseDir string) (Target, bool) {
 		case "path":
 			pathNode = val
 			t.Path = p.str(val, f)
+		case "probe_dir":
+			probeDirNode = val
+			t.ProbeDir = p.str(val, f)
 		case ProbeFsync:
 			c := DefaultFsync
 			p.probeFields(val, f, &c.Interval, &c.Ops, nil, &c.BlockSize, &c.FileSize)
@@ -226,6 +229,16 @@ func (p *parser) target(n *yaml.Node, field, baseDir string) (Target, bool) {
 			t.Path = filepath.Join(baseDir, t.Path)
 		}
 		t.Path = filepath.Clean(t.Path)
+	}
+	if probeDirNode != nil {
+		if t.ProbeDir == "" {
+			p.errorf(probeDirNode, join(field, "probe_dir"), "must not be empty")
+		} else {
+			if !filepath.IsAbs(t.ProbeDir) {
+				t.ProbeDir = filepath.Join(baseDir, t.ProbeDir)
+			}
+			t.ProbeDir = filepath.Clean(t.ProbeDir)
+		}
 	}
 	p.checkProbes(&t, n, field)
 	return t, len(p.errs) == before

@@ -16,6 +16,10 @@ declare -A need=(
   [setpriv]=util-linux
   [systemd-analyze]=systemd
   [dpkg-deb]=dpkg
+  [etcd]=etcd-server
+  [etcdctl]=etcd-client
+  [podman]=podman
+  [runc]=runc
 )
 for extra in "$@"; do need[${extra%%=*}]=${extra#*=}; done
 

@@ -22,6 +22,7 @@ import (
 type checkCommand struct {
 	name      string
 	path      *string
+	probeDir  *string
 	probes    *string
 	size      *string
 	blockSize *string
@@ -41,6 +42,7 @@ func addCheckCommand(app *kingpin.Application) *checkCommand {
 	return &checkCommand{
 		name:      cmd.FullCommand(),
 		path:      cmd.Arg("path", "Directory (or block device, read probes only) to measure.").Required().String(),
+		probeDir:  cmd.Flag("probe-dir", "Write the check's files in this directory instead of PATH, which is then only stat'ed (it must be on PATH's filesystem): measure etcd's disk without writing inside /var/lib/etcd.").String(),
 		probes:    cmd.Flag("probes", "Comma-separated probes to run: fsync, randread, seqread. Default: fsync on a directory, randread on a block device.").String(),
 		size:      cmd.Flag("size", "Bytes the fsync job writes (fio --size).").Default(config.FormatSize(check.DefaultSize)).String(),
 		blockSize: cmd.Flag("block-size", "Bytes per write of the fsync job (fio --bs; etcd's WAL entries average about 2300 B).").Default(fmt.Sprint(check.DefaultBlockSize)).String(),
@@ -69,6 +71,7 @@ func (c *checkCommand) run(paths device.Paths) int {
 	}
 	opts := check.Options{
 		Path:      *c.path,
+		ProbeDir:  *c.probeDir,
 		Size:      size,
 		BlockSize: int(blockSize),
 		Duration:  *c.duration,

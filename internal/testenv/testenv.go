@@ -407,3 +407,15 @@ func FirstHole(t testing.TB, path string) (hole, size int64) {
 	}
 	return hole, fi.Size()
 }
+
+// BindMount bind-mounts src on dst (an existing directory), unmounted in cleanup.
+func BindMount(t testing.TB, src, dst string) {
+	t.Helper()
+	Run(t, "mount", "--bind", src, dst)
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dst).CombinedOutput(); err != nil {
+			exec.Command("umount", "-l", dst).Run()
+			t.Logf("umount %s: %v %s (lazy unmount done)", dst, err, out)
+		}
+	})
+}

@@ -1,0 +1,59 @@
+{{/* Names and labels, as `helm create` makes them. */}}
+{{- define "diskprobe-exporter.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "diskprobe-exporter.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "diskprobe-exporter.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "diskprobe-exporter.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "diskprobe-exporter.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "diskprobe-exporter.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "diskprobe-exporter.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "diskprobe-exporter.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The exporter's configuration file, as the ConfigMap holds it. */}}
+{{- define "diskprobe-exporter.config" -}}
+# Rendered by the diskprobe-exporter chart from .Values.config.
+{{ toYaml .Values.config }}
+{{- end }}
+
+{{/* "true" when the container must be privileged: a block device target (path under /dev/). */}}
+{{- define "diskprobe-exporter.privileged" -}}
+{{- if eq (toString .Values.privileged) "auto" }}
+{{- $dev := false }}
+{{- range .Values.config.targets }}{{ if hasPrefix "/dev/" .path }}{{ $dev = true }}{{ end }}{{ end }}
+{{- $dev }}
+{{- else }}
+{{- .Values.privileged }}
+{{- end }}
+{{- end }}
+
+{{/* A volume name for a host path. */}}
+{{- define "diskprobe-exporter.volumeName" -}}
+{{- printf "host-%s" (sha256sum . | trunc 10) }}
+{{- end }}

@@ -1,0 +1,113 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+)
+
+// etcdWarning is what etcd logs at start for an entry of its data directory it does not know.
+const etcdWarning = "invalid file/dir"
+
+// TestEtcdSeesNothingOfAnExporterProbingBesideItsDataDir runs Debian's etcd with its data
+// directory at the measured path while the exporter probes its disk from a probe_dir
+// beside it, restarts etcd (it looks over its data directory at every start) and requires
+// a clean etcd log and an unchanged data directory. The same run with the probe files
+// inside the data directory (no probe_dir) must show etcd's warning: the check can fail.
+func TestEtcdSeesNothingOfAnExporterProbingBesideItsDataDir(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireTools(t, "etcd")
+	for _, c := range []struct {
+		name     string
+		beside   bool
+		wantWarn bool
+	}{
+		{"probe_dir beside the data dir", true, false},
+		{"probe files inside the data dir (control)", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, fs := testenv.LoopExt4(t, 512*mib)
+			data := filepath.Join(fs, "etcd")
+			etcd := testenv.StartEtcd(t, data)
+			etcdPut(t, etcd, "before", "1")
+			etcd.Stop()
+			before := dirShape(t, data)
+
+			target := fmt.Sprintf("  - name: etcd\n    path: %s\n", data)
+			if c.beside {
+				beside := filepath.Join(fs, "diskprobe-etcd")
+				if err := os.Mkdir(beside, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				target += "    probe_dir: " + beside + "\n"
+			}
+			e := testenv.StartExporter(t, testenv.WriteConfig(t, "targets:\n"+target+
+				"    fsync:    {interval: 1s, ops: 5, file_size: 1MiB}\n    randread: {interval: 1s, ops: 5, file_size: 1MiB}\n    limits:   {min_free: 1MiB}\n"))
+			testenv.WaitMetric(t, e, 30*time.Second, "fdatasync and read samples", func(f families) bool {
+				return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "etcd") >= 10 &&
+					metric(f, "diskprobe_read_duration_seconds", "target", "etcd") >= 10
+			})
+
+			// etcd starts again on its data directory while the exporter probes.
+			etcd = testenv.StartEtcd(t, data)
+			etcdPut(t, etcd, "after", "2")
+			etcd.Stop()
+			stopExporter(t, e)
+
+			warned := strings.Contains(etcd.Log.String(), etcdWarning)
+			if warned != c.wantWarn {
+				t.Errorf("etcd logged %q: %v, want %v; etcd log:\n%s", etcdWarning, warned, c.wantWarn, etcd.Log.String())
+			}
+			after := dirShape(t, data)
+			if changed := after != before; changed != c.wantWarn {
+				t.Errorf("etcd's data directory changed: %v, want %v\nbefore:\n%s\nafter:\n%s", changed, c.wantWarn, before, after)
+			}
+		})
+	}
+}
+
+// etcdPut writes a key through etcd 3.4's JSON gateway.
+func etcdPut(t *testing.T, e *testenv.Etcd, key, value string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"key":%q,"value":%q}`, b64(key), b64(value))
+	resp, err := http.Post(e.ClientURL+"/v3/kv/put", "application/json", bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("etcd put: %s", resp.Status)
+	}
+}
+
+// dirShape is a directory's tree as etcd's own start-up check sees it: every entry's
+// name and mode (not sizes or times, which etcd's own writes change).
+func dirShape(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() || filepath.Dir(p) == dir {
+			lines = append(lines, fmt.Sprintf("%s %v", strings.TrimPrefix(p, dir), fi.Mode()))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
