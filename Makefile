@@ -17,7 +17,7 @@ LDFLAGS     := -s -w \
 LISTEN      ?= :10052
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build run test test-deps lint fuzz bench package image clean
+.PHONY: all build run test test-deps lint fuzz bench package image mixin clean
 
 all: lint build test
 
@@ -100,5 +100,13 @@ image: build
 	  -o '$(DIST)/$(IMAGE)-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
 	@echo "image: $(DIST)/$(IMAGE)-$(TAG).oci.tar ($(IMAGE):$(TAG))"
 
+# mixin/out/: what mixin/mixin.libsonnet renders (rules and dashboards), with go-jsonnet.
+JSONNET ?= $(GO) run github.com/google/go-jsonnet/cmd/jsonnet@v0.21.0
+mixin:
+	@mkdir -p mixin/out/dashboards
+	$(JSONNET) -S -e 'std.manifestYamlDoc((import "mixin/mixin.libsonnet").prometheusRules)' > mixin/out/recording.rules.yml
+	$(JSONNET) -S -e 'std.manifestYamlDoc((import "mixin/mixin.libsonnet").prometheusAlerts)' > mixin/out/alerts.rules.yml
+	$(JSONNET) -m mixin/out/dashboards -e '(import "mixin/mixin.libsonnet").grafanaDashboards'
+
 clean:
-	rm -rf $(BINARY) dist
+	rm -rf $(BINARY) dist mixin/out

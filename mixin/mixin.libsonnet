@@ -1,0 +1,45 @@
+// diskprobe_exporter's monitoring mixin, in the shape kube-prometheus and the etcd and node
+// mixins use: prometheusAlerts, prometheusRules, grafanaDashboards and _config.
+//
+// One source: the groups are those of alerts/diskprobe.rules.yml and the dashboards those of
+// dashboards/*.json, read from the files (a Go test checks the mixin's output equals them).
+// Vendor the whole repository (jsonnet-bundler), or this directory with alerts/ and
+// dashboards/ beside it.
+local ruleFile = std.parseYaml(importstr '../alerts/diskprobe.rules.yml');
+local dashboardFiles = {
+  'diskprobe-fleet.json': importstr '../dashboards/diskprobe-fleet.json',
+  'diskprobe-target.json': importstr '../dashboards/diskprobe-target.json',
+};
+
+// The selector the shipped rules use for the exporter's own scrape (up, absent).
+local defaultSelector = 'job=~".*diskprobe.*"';
+
+{
+  _config+:: {
+    // Selects the exporter's scrape job; replaces the rules' job=~".*diskprobe.*".
+    diskprobeSelector: defaultSelector,
+    // `for:` of an alert, by alert name, e.g. {DiskprobeFdatasyncP99AboveEtcdTarget: '30m'}.
+    alertFor: {},
+    // Labels added to every alert, e.g. {team: 'storage'}.
+    alertLabels: {},
+  },
+
+  local cfg = self._config,
+  local isAlert(r) = std.objectHas(r, 'alert'),
+  local rule(r) =
+    r { expr: std.strReplace(r.expr, defaultSelector, cfg.diskprobeSelector) }
+    + (if isAlert(r) && std.objectHas(cfg.alertFor, r.alert) then { 'for': cfg.alertFor[r.alert] } else {})
+    + (if isAlert(r) && std.length(cfg.alertLabels) > 0 then { labels+: cfg.alertLabels } else {}),
+  local groups(alerting) = [
+    g { rules: [rule(r) for r in g.rules] }
+    for g in ruleFile.groups
+    if std.length([r for r in g.rules if isAlert(r)]) > 0 == alerting
+  ],
+
+  prometheusAlerts+:: { groups+: groups(true) },
+  prometheusRules+:: { groups+: groups(false) },
+  grafanaDashboards+:: {
+    [name]: std.parseJson(std.strReplace(dashboardFiles[name], defaultSelector, cfg.diskprobeSelector))
+    for name in std.objectFields(dashboardFiles)
+  },
+}
