@@ -58,7 +58,7 @@ BENCH_TIMEOUT ?= 40m
 bench:
 	@if [ "$$(id -u)" -ne 0 ]; then \
 	  echo "make bench: must run as root (it creates loop devices, blkio cgroups and mounts)" >&2; exit 1; fi
-	@scripts/ensure-deps.sh prometheus-node-exporter=prometheus-node-exporter findmnt=util-linux
+	@scripts/ensure-deps.sh prometheus-node-exporter=prometheus-node-exporter findmnt=util-linux etcd=etcd-server etcdctl=etcd-client
 	DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestBenchReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	cd bench/plot && $(GO) run . -in ../plots/cdf.json -out ../plots
 

@@ -21,7 +21,9 @@ type Report struct {
 	Scale   *Scale
 	// PromScrape: what a real Prometheus reports of the 64-target scrape, per setting.
 	PromScrape []*PromScrape
-	Hot        *HotPaths
+	// Etcd: our fdatasync against a live etcd's own wal_fsync, per disk.
+	Etcd []*EtcdDisk
+	Hot  *HotPaths
 	// ScrapeServing is collector's BenchmarkScrape64Targets: the serving path against
 	// client_golang's histograms and promhttp's gzip level.
 	ScrapeServing *HotPaths
@@ -38,6 +40,7 @@ type Machine struct {
 	Fio          string
 	NodeExporter string
 	Prometheus   string
+	Etcd         string
 	BenchDir     string // where cases without a loop device ran
 	BenchFS      string // its filesystem and device
 	Load         string // load average when the run started
@@ -219,6 +222,19 @@ func (r *Report) rows() []Row {
 				Goal: "< 1 %", Met: s.windowShare() < 0.01, Where: "budget"},
 			Row{Figure: "Default load (long run)", Value: fmt.Sprintf("%.2f ops/s, %s/s", ops, kib(int(bytes))), NoGoal: true, Where: "budget"})
 	}
+	for _, d := range r.Etcd {
+		ratio := d.OurP99 / d.EtcdP99
+		rows = append(rows,
+			Row{Figure: "fdatasync p99 against a live etcd's wal_fsync p99, " + d.Name,
+				Value: fmt.Sprintf("%.2f× (%s vs etcd %s)", ratio, dur(d.OurP99*1e9), dur(d.EtcdP99*1e9)),
+				Goal:  "within ±20 % or in the same etcd bucket", Met: within(ratio, 0.2) || sameEtcdBucket(d.OurP99, d.EtcdP99), Where: "etcd"},
+			Row{Figure: "10 ms verdict against a live etcd's, " + d.Name,
+				Value: fmt.Sprintf("ours %s, etcd %s", verdictWord(d.OurVerdictOK), verdictWord(d.EtcdVerdictOK)),
+				Goal:  "the same", Met: d.OurVerdictOK == d.EtcdVerdictOK, Where: "etcd"},
+			Row{Figure: "check against etcdctl check perf, " + d.Name,
+				Value: fmt.Sprintf("%s / %s", firstWord(d.CheckVerdict), firstWord(d.CheckPerfResult)),
+				Goal:  "the same verdict", Met: sameCheckVerdict(d.CheckVerdict, d.CheckPerfResult), Where: "etcd"})
+	}
 	for _, p := range r.PromScrape {
 		ratio := p.Ours.Median / p.Node.Median
 		rows = append(rows, Row{Figure: "Prometheus's scrape_duration_seconds, 64 targets, against node_exporter (" + p.Setting + ")",
@@ -360,6 +376,9 @@ func (r *Report) Markdown() string {
 		}
 		if len(r.PromScrape) > 0 {
 			r.promScrapeMarkdown(w, s)
+		}
+		if len(r.Etcd) > 0 {
+			r.etcdMarkdown(w)
 		}
 		w("\n### Memory\n<a id=\"memory\"></a>\n\n")
 		w("VmRSS (and VmHWM, the peak) from /proc/PID/status after %s.\n\n", s.Window)
@@ -642,4 +661,76 @@ func (r *Report) promScrapeMarkdown(w func(string, ...any), s *Scale) {
 	w("at 0, OpenMetrics) the same default target exposed 96, and Prometheus counted 5,423 samples per\n")
 	w("64-target scrape (12.45 ms against node_exporter's 8.22 ms in a run of this test at commit 8bd5f9b);\n")
 	w("README.md \"Metrics\" says what was cut and why.\n")
+}
+
+// sameEtcdBucket: both values fall between the same two of etcd's bucket edges.
+func sameEtcdBucket(a, b float64) bool {
+	bucket := func(v float64) int {
+		for i, e := range etcdEdges {
+			if v <= e {
+				return i
+			}
+		}
+		return len(etcdEdges)
+	}
+	return bucket(a) == bucket(b)
+}
+
+func verdictWord(pass bool) string {
+	if pass {
+		return "p99 under 10 ms"
+	}
+	return "p99 over 10 ms"
+}
+
+func firstWord(s string) string {
+	if f := strings.Fields(s); len(f) > 0 {
+		return f[0]
+	}
+	return s
+}
+
+// sameCheckVerdict: check's PASS/FAIL against etcdctl check perf's PASS/FAIL (its last
+// line says "PASS" or "FAIL").
+func sameCheckVerdict(check, perf string) bool {
+	return strings.HasPrefix(check, "PASS") == strings.Contains(perf, "PASS")
+}
+
+// etcdMarkdown renders the comparison with a live etcd.
+func (r *Report) etcdMarkdown(w func(string, ...any)) {
+	w("\n## Against a live etcd\n<a id=\"etcd\"></a>\n\n")
+	w("Debian's etcd (`%s`), one member on loopback, with a steady load (one client putting 1 KiB values at up\n", r.Machine.Etcd)
+	w("to %d a second through its JSON gateway, each put a WAL write and fsync), while the exporter probes the same\n", r.Etcd[0].PutRate)
+	w("filesystem from a `probe_dir` beside etcd's data directory with its fsync probe (defaults, but a round\n")
+	w("every second instead of every 15 s, so that its histogram holds thousands of syncs in the window).\n")
+	w("Debian's Prometheus, native histograms on, scrapes both every second; the figures are its own over the\n")
+	w("same window: etcd's `etcd_disk_wal_fsync_duration_seconds` (classic buckets, powers of two from 1 ms, no\n")
+	w("edge at 10 ms) and our `diskprobe_fdatasync_duration_seconds` (native buckets, ~9 %% wide;\n")
+	w("`histogram_fraction` for the shares, so ours are interpolated within one native bucket), and the\n")
+	w("p50/p99 as `histogram_quantile` gives them from each side's buckets (ours also from our classic\n")
+	w("buckets, as a Prometheus without native histograms sees them, through a second Prometheus).\n")
+	w("The throttled disk: a loop ext4 limited to 20 write IOPS by a blkio cgroup that etcd, the exporter\n")
+	w("and both checks run in.\n\nCommand (alone): `DISKPROBE_BENCH_ETCD=1 go test ./bench -run '^TestEtcdAgreement$' -count=1 -v -timeout 30m` (root)\n")
+	for _, d := range r.Etcd {
+		w("\n### %s\n\n", d.Name)
+		w("%s window, %d puts; syncs counted: etcd %.0f, ours %.0f.\n\n", d.Window, d.Puts, d.EtcdSyncs, d.OurSyncs)
+		w("| share of syncs at or under | etcd wal_fsync | our fdatasync |\n|---|---|---|\n")
+		for i, e := range etcdEdges {
+			w("| %s | %.2f %% | %.2f %% |\n", dur(e*1e9), d.EtcdShares[i]*100, d.OurShares[i]*100)
+		}
+		w("\n| | etcd (its buckets) | ours (native buckets) | ours (classic buckets) |\n|---|---|---|---|\n")
+		w("| p50 | %s | %s | %s |\n| p99 | %s | %s | %s |\n", dur(d.EtcdP50*1e9), dur(d.OurP50*1e9), dur(d.OurClassicP50*1e9),
+			dur(d.EtcdP99*1e9), dur(d.OurP99*1e9), dur(d.OurClassicP99*1e9))
+		w("| 10 ms verdict | %s | %s | |\n", verdictWord(d.EtcdVerdictOK), verdictWord(d.OurVerdictOK))
+		w("\nOne-shot verdicts on the same filesystem, one after the other:\n\n")
+		w("| command | verdict | wall time | device writes | flushes | bytes written |\n|---|---|---|---|---|---|\n")
+		w("| `%s` | %s | %s | %d | %d | %s |\n", d.CheckCommand, d.CheckVerdict, d.CheckTime.Round(100*time.Millisecond), d.CheckIO.Writes, d.CheckIO.Flushes, mib(int64(d.CheckIO.WrittenBytes)))
+		w("| `%s` | %s | %s | %d | %d | %s |\n", d.CheckPerfCmd, d.CheckPerfResult, d.CheckPerfTime.Round(100*time.Millisecond), d.CheckPerfIO.Writes, d.CheckPerfIO.Flushes, mib(int64(d.CheckPerfIO.WrittenBytes)))
+	}
+	w("\n`check` measures what etcd's fio recipe measures: 2300 B writes, each followed by fdatasync, into a\n")
+	w("fallocated file, judged on the p99 of the fdatasyncs (etcd's FAQ: under 10 ms). `etcdctl check perf`\n")
+	w("measures a running etcd end to end: it writes keys from many clients for 60 s and judges the\n")
+	w("throughput (at least 90 %% of its target), the slowest request (0.5 s) and the spread; it needs a\n")
+	w("running etcd, loads it, and leaves its keys to be compacted. Both judge the disk through fsync latency,\n")
+	w("in different units: the verdicts agree when the disk is clearly good or clearly bad.\n")
 }

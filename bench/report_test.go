@@ -34,7 +34,7 @@ func TestBenchReport(t *testing.T) {
 		t.Skip("set " + reportEnv + "=path/to/BENCHMARKS.md (make bench) to run the benchmark suite")
 	}
 	testenv.RequireRoot(t)
-	testenv.RequireTools(t, "fio", "prometheus-node-exporter", "prometheus", "findmnt", "go")
+	testenv.RequireTools(t, "fio", "prometheus-node-exporter", "prometheus", "etcd", "etcdctl", "findmnt", "go")
 	start := time.Now()
 	rounds := envInt(t, "DISKPROBE_BENCH_ROUNDS", 0)
 	if rounds != 0 && rounds < 3 {
@@ -72,6 +72,7 @@ func TestBenchReport(t *testing.T) {
 	ok = t.Run("hotpaths", func(t *testing.T) { rep.Hot, rep.ScrapeServing = hotPaths(t, dir), scrapeServing(t) })
 	ok = ok && t.Run("scale", func(t *testing.T) { rep.Scale = measureScale(t, window) })
 	ok = ok && t.Run("prometheus", func(t *testing.T) { rep.PromScrape = measurePrometheusScrape(t, 80*time.Second) })
+	ok = ok && t.Run("etcd", func(t *testing.T) { rep.Etcd = measureEtcdDisks(t, dir, 3*time.Minute) })
 	if !ok {
 		t.FailNow()
 	}
@@ -172,6 +173,9 @@ func machine(t *testing.T, dir string) Machine {
 	m.MemTotal = procField("/proc/meminfo", "MemTotal")
 	if out, err := exec.Command("prometheus-node-exporter", "--version").CombinedOutput(); err == nil {
 		m.NodeExporter = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	if out, err := exec.Command("etcd", "--version").CombinedOutput(); err == nil {
+		m.Etcd = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	}
 	if out, err := exec.Command("prometheus", "--version").CombinedOutput(); err == nil {
 		m.Prometheus = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])

@@ -46,11 +46,12 @@ func TestImageRunsWithTheDaemonSetsOwnSettings(t *testing.T) {
 	dir := t.TempDir()
 	dev := testenv.LoopDevice(t, 32<<20)
 	devSum := sha256File(t, dev)
-	port := freePort(t)
+	addr := testenv.FreePort(t)
+	_, port, _ := net.SplitHostPort(addr)
 	values := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(values, []byte(fmt.Sprintf(`image: {repository: localhost/diskprobe-exporter-test, tag: %q}
 hostNetwork: true
-containerPort: %d
+containerPort: %s
 config:
   targets:
     - name: dir
@@ -76,7 +77,6 @@ config:
 		exec.Command("podman", "rm", "-f", "-t", "5", name).Run()
 	})
 
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	e := &testenv.Exporter{Addr: addr}
 	testenv.WaitFor(t, 60*time.Second, "samples from both targets", func() bool {
 		f, _, err := e.Scrape(5 * time.Second)
@@ -248,16 +248,6 @@ func sha256File(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func randomHex(n int) string {

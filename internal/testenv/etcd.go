@@ -75,3 +75,6 @@ func (e *Etcd) Stop() {
 		<-e.done
 	}
 }
+
+// Pid is etcd's process id.
+func (e *Etcd) Pid() int { return e.cmd.Process.Pid }
