@@ -220,14 +220,34 @@ func measureEtcdDisks(t *testing.T, dir string, window time.Duration) []*EtcdDis
 	return []*EtcdDisk{healthy, throttled}
 }
 
-// TestEtcdAgreement runs only the etcd comparison of make bench and logs its figures
-// (DISKPROBE_BENCH_ETCD=1; root).
+// TestEtcdAgreement runs only the etcd comparison of make bench (DISKPROBE_BENCH_ETCD=1;
+// root) and logs its figures; with DISKPROBE_BENCH_REPORT it rewrites that report's etcd
+// section.
 func TestEtcdAgreement(t *testing.T) {
 	if os.Getenv("DISKPROBE_BENCH_ETCD") == "" {
 		t.Skip("set DISKPROBE_BENCH_ETCD=1 to run the comparison with a live etcd alone")
 	}
 	testenv.RequireRoot(t)
-	for _, d := range measureEtcdDisks(t, benchDir(t), 3*time.Minute) {
+	dir := benchDir(t)
+	rep := &Report{Date: time.Now(), Machine: machine(t, dir)}
+	rep.Etcd = measureEtcdDisks(t, dir, 3*time.Minute)
+	for _, d := range rep.Etcd {
 		t.Logf("%+v", *d)
 	}
+	out := os.Getenv(reportEnv)
+	if out == "" {
+		return
+	}
+	doc, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spliced, err := rep.SpliceEtcd(string(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, []byte(spliced), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rewrote the etcd section of %s", out)
 }

@@ -222,19 +222,6 @@ func (r *Report) rows() []Row {
 				Goal: "< 1 %", Met: s.windowShare() < 0.01, Where: "budget"},
 			Row{Figure: "Default load (long run)", Value: fmt.Sprintf("%.2f ops/s, %s/s", ops, kib(int(bytes))), NoGoal: true, Where: "budget"})
 	}
-	for _, d := range r.Etcd {
-		ratio := d.OurP99 / d.EtcdP99
-		rows = append(rows,
-			Row{Figure: "fdatasync p99 against a live etcd's wal_fsync p99, " + d.Name,
-				Value: fmt.Sprintf("%.2f× (%s vs etcd %s)", ratio, dur(d.OurP99*1e9), dur(d.EtcdP99*1e9)),
-				Goal:  "within ±20 % or in the same etcd bucket", Met: within(ratio, 0.2) || sameEtcdBucket(d.OurP99, d.EtcdP99), Where: "etcd"},
-			Row{Figure: "10 ms verdict against a live etcd's, " + d.Name,
-				Value: fmt.Sprintf("ours %s, etcd %s", verdictWord(d.OurVerdictOK), verdictWord(d.EtcdVerdictOK)),
-				Goal:  "the same", Met: d.OurVerdictOK == d.EtcdVerdictOK, Where: "etcd"},
-			Row{Figure: "check against etcdctl check perf, " + d.Name,
-				Value: fmt.Sprintf("%s / %s", firstWord(d.CheckVerdict), firstWord(d.CheckPerfResult)),
-				Goal:  "the same verdict", Met: sameCheckVerdict(d.CheckVerdict, d.CheckPerfResult), Where: "etcd"})
-	}
 	for _, p := range r.PromScrape {
 		ratio := p.Ours.Median / p.Node.Median
 		rows = append(rows, Row{Figure: "Prometheus's scrape_duration_seconds, 64 targets, against node_exporter (" + p.Setting + ")",
@@ -377,9 +364,6 @@ func (r *Report) Markdown() string {
 		if len(r.PromScrape) > 0 {
 			r.promScrapeMarkdown(w, s)
 		}
-		if len(r.Etcd) > 0 {
-			r.etcdMarkdown(w)
-		}
 		w("\n### Memory\n<a id=\"memory\"></a>\n\n")
 		w("VmRSS (and VmHWM, the peak) from /proc/PID/status after %s.\n\n", s.Window)
 		w("| targets | RSS | peak RSS | goal |\n|---|---|---|---|\n| 1 (default configuration) | %s | %s | |\n| 64 | %s | %s | < 40 MiB: %s |\n",
@@ -429,6 +413,9 @@ func (r *Report) Markdown() string {
 		w("them and the in-flight ages (an atomic per target) without taking any lock a worker holds. The\n")
 		w("only lock shared by targets is the per-disk one, which serialises probes on the same device by\n")
 		w("design (DESIGN.md: probes on targets that share a device never overlap).\n")
+	}
+	if len(r.Etcd) > 0 {
+		r.etcdMarkdown(w)
 	}
 	return b.String()
 }
@@ -696,9 +683,45 @@ func sameCheckVerdict(check, perf string) bool {
 	return strings.HasPrefix(check, "PASS") == strings.Contains(perf, "PASS")
 }
 
+// Markers around the etcd section, so that TestEtcdAgreement alone can replace it.
+const (
+	etcdBegin = "<!-- etcd section: make bench, or TestEtcdAgreement alone, rewrites it -->"
+	etcdEnd   = "<!-- end of etcd section -->"
+)
+
+// etcdRows are the etcd section's goals.
+func (r *Report) etcdRows() []Row {
+	var rows []Row
+	for _, d := range r.Etcd {
+		ratio := d.OurP99 / d.EtcdP99
+		rows = append(rows,
+			Row{Figure: "fdatasync p99 against a live etcd's wal_fsync p99, " + d.Name,
+				Value: fmt.Sprintf("%.2f× (%s vs etcd %s)", ratio, dur(d.OurP99*1e9), dur(d.EtcdP99*1e9)),
+				Goal:  "within ±20 % or in the same etcd bucket", Met: within(ratio, 0.2) || sameEtcdBucket(d.OurP99, d.EtcdP99), Where: "etcd"},
+			Row{Figure: "10 ms verdict against a live etcd's, " + d.Name,
+				Value: fmt.Sprintf("ours %s, etcd %s", verdictWord(d.OurVerdictOK), verdictWord(d.EtcdVerdictOK)),
+				Goal:  "the same", Met: d.OurVerdictOK == d.EtcdVerdictOK, Where: "etcd"},
+			Row{Figure: "check against etcdctl check perf, " + d.Name,
+				Value: fmt.Sprintf("%s / %s", firstWord(d.CheckVerdict), firstWord(d.CheckPerfResult)),
+				Goal:  "the same verdict", Met: sameCheckVerdict(d.CheckVerdict, d.CheckPerfResult), Where: "etcd"})
+	}
+	return rows
+}
+
+// SpliceEtcd replaces the etcd section of an existing BENCHMARKS.md with this report's.
+func (r *Report) SpliceEtcd(doc string) (string, error) {
+	var b strings.Builder
+	r.etcdMarkdown(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) })
+	i, j := strings.Index(doc, etcdBegin), strings.Index(doc, etcdEnd)
+	if i < 0 || j < i {
+		return "", fmt.Errorf("no etcd section markers in the report: run make bench once")
+	}
+	return doc[:i] + strings.TrimSuffix(strings.TrimPrefix(b.String(), "\n"), "\n") + doc[j+len(etcdEnd):], nil
+}
+
 // etcdMarkdown renders the comparison with a live etcd.
 func (r *Report) etcdMarkdown(w func(string, ...any)) {
-	w("\n## Against a live etcd\n<a id=\"etcd\"></a>\n\n")
+	w("\n%s\n## Against a live etcd\n<a id=\"etcd\"></a>\n\n", etcdBegin)
 	w("Debian's etcd (`%s`), one member on loopback, with a steady load (one client putting 1 KiB values at up\n", r.Machine.Etcd)
 	w("to %d a second through its JSON gateway, each put a WAL write and fsync), while the exporter probes the same\n", r.Etcd[0].PutRate)
 	w("filesystem from a `probe_dir` beside etcd's data directory with its fsync probe (defaults, but a round\n")
@@ -710,7 +733,11 @@ func (r *Report) etcdMarkdown(w func(string, ...any)) {
 	w("p50/p99 as `histogram_quantile` gives them from each side's buckets (ours also from our classic\n")
 	w("buckets, as a Prometheus without native histograms sees them, through a second Prometheus).\n")
 	w("The throttled disk: a loop ext4 limited to 20 write IOPS by a blkio cgroup that etcd, the exporter\n")
-	w("and both checks run in.\n\nCommand (alone): `DISKPROBE_BENCH_ETCD=1 go test ./bench -run '^TestEtcdAgreement$' -count=1 -v -timeout 30m` (root)\n")
+	w("and both checks run in.\n\nCommand (alone, rewriting this section): `DISKPROBE_BENCH_ETCD=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./bench -run '^TestEtcdAgreement$' -count=1 -v -timeout 30m` (root), run at %s.\n\n", r.Date.UTC().Format("2006-01-02 15:04 MST"))
+	w("| goal | measured | met |\n|---|---|---|\n")
+	for _, row := range r.etcdRows() {
+		w("| %s: %s | %s | %s |\n", row.Figure, row.Goal, row.Value, metWord(row.Met))
+	}
 	for _, d := range r.Etcd {
 		w("\n### %s\n\n", d.Name)
 		w("%s window, %d puts; syncs counted: etcd %.0f, ours %.0f.\n\n", d.Window, d.Puts, d.EtcdSyncs, d.OurSyncs)
@@ -732,5 +759,5 @@ func (r *Report) etcdMarkdown(w func(string, ...any)) {
 	w("measures a running etcd end to end: it writes keys from many clients for 60 s and judges the\n")
 	w("throughput (at least 90 %% of its target), the slowest request (0.5 s) and the spread; it needs a\n")
 	w("running etcd, loads it, and leaves its keys to be compacted. Both judge the disk through fsync latency,\n")
-	w("in different units: the verdicts agree when the disk is clearly good or clearly bad.\n")
+	w("in different units: the verdicts agree when the disk is clearly good or clearly bad.\n%s\n", etcdEnd)
 }

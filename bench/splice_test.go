@@ -1,0 +1,28 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEtcdSectionIsSplicedBetweenItsMarkersOnly(t *testing.T) {
+	d := &EtcdDisk{Name: "disk", Window: time.Minute, PutRate: 100, EtcdP99: 0.002, OurP99: 0.0021, EtcdVerdictOK: true, OurVerdictOK: true,
+		EtcdShares: make([]float64, len(etcdEdges)), OurShares: make([]float64, len(etcdEdges)), CheckVerdict: "PASS x", CheckPerfResult: "PASS: y"}
+	rep := &Report{Date: time.Now(), Etcd: []*EtcdDisk{d}}
+	doc := "before\n" + etcdBegin + "\nold figures\n" + etcdEnd + "\nafter\n"
+	got, err := rep.SpliceEtcd(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got, "before\n"+etcdBegin) || !strings.HasSuffix(got, etcdEnd+"\nafter\n") || strings.Contains(got, "old figures") ||
+		!strings.Contains(got, "## Against a live etcd") || strings.Count(got, etcdBegin) != 1 {
+		t.Errorf("spliced report:\n%s", got)
+	}
+	if !strings.Contains(got, "| met |") && !strings.Contains(got, "met |") {
+		t.Errorf("the section has no goals table:\n%s", got)
+	}
+	if _, err := rep.SpliceEtcd("no markers"); err == nil {
+		t.Error("a report without the markers was accepted")
+	}
+}
