@@ -82,9 +82,6 @@ func TestScrapeLoadDoesNotDisturbProbes(t *testing.T) {
 	for _, f := range res.failures[:min(len(res.failures), 5)] {
 		t.Errorf("scrape failed under load: %s", f)
 	}
-	if float64(len(res.latencies)) < 0.9*loadRate*loadDuration.Seconds() {
-		t.Errorf("only %d scrapes in %s; the load was not %d/s", len(res.latencies), loadDuration, loadRate)
-	}
 	quietObs, loadObs := between(obs, quietStart, loadStart), between(obs, loadStart, loadEnd)
 	quiet := measureSchedule(quietObs, names, []string{"fsync", "randread"}, time.Second)
 	loaded := measureSchedule(loadObs, names, []string{"fsync", "randread"}, time.Second)
@@ -102,6 +99,11 @@ func TestScrapeLoadDoesNotDisturbProbes(t *testing.T) {
 	// needs: other processes on a shared 2-CPU host can take them all.
 	if others := othersCores(cpuLoad, cpuEnd); others > loadMaxOthers {
 		t.Skipf("timing not judged: other processes kept %.2f CPUs busy during the load (limit %.2f)", others, loadMaxOthers)
+	}
+	// The load generator shares the CPUs too: whether it reached its rate is part of the
+	// same question (seen: 179/s with others keeping 1.37 CPUs busy).
+	if float64(len(res.latencies)) < 0.9*loadRate*loadDuration.Seconds() {
+		t.Errorf("only %d scrapes in %s; the load was not %d/s", len(res.latencies), loadDuration, loadRate)
 	}
 	if float64(res.shed) > 0.01*float64(len(res.latencies)) {
 		t.Errorf("%d of %d scrapes shed with 503", res.shed, len(res.latencies))
