@@ -26,9 +26,6 @@ const (
 	ProbeSeqwrite = "seqwrite"
 )
 
-// ProbeKinds lists every probe kind in the order rounds are scheduled within a target.
-var ProbeKinds = []string{ProbeFsync, ProbeRandread, ProbeSeqread, ProbeSeqwrite}
-
 // Config is a whole configuration file.
 type Config struct {
 	File    string

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 // These tests use the real kernel: loop devices, partition tables and mounts. They need root
@@ -192,12 +194,13 @@ func TestResolveRawLoopDeviceReportsItsOwnBlockSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	n, err := LogicalBlockSizeIoctl(int(f.Fd()))
+	// What the read probes align to on it, with no sysfs figure to fall back on.
+	n, err := probe.DirectIOAlignment(int(f.Fd()), dev, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n != 4096 {
-		t.Errorf("BLKSSZGET %d, want 4096", n)
+		t.Errorf("O_DIRECT alignment %d, want 4096", n)
 	}
 }
 

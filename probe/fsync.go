@@ -27,7 +27,6 @@ type FsyncOptions struct {
 // slow write must not hide inside it.
 type Fsync struct {
 	opts FsyncOptions
-	dir  string
 	path string
 	f    *os.File
 	fd   int
@@ -51,7 +50,6 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 	}
 	return &Fsync{
 		opts: opts,
-		dir:  dir,
 		path: filepath.Join(dir, opts.FileName),
 		fd:   -1,
 		buf:  make([]byte, opts.BlockSize),

@@ -105,15 +105,6 @@ type Prober interface {
 	Close() error
 }
 
-// Preparer is a probe (or a file shared by probes) that needs one-time preparation,
-// done in bounded steps so that other probes of the target keep their schedule.
-type Preparer interface {
-	// PrepareStep does a bounded share of the preparation and reports whether it is complete.
-	PrepareStep(ctx context.Context, env *Env) (res Result, done bool, err error)
-	// Progress is the share of the preparation done, 0 to 1.
-	Progress() float64
-}
-
 var (
 	// ErrNotPrepared means the probe file is still being prepared; the round is skipped.
 	ErrNotPrepared = errors.New("probe file is still being prepared")
