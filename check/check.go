@@ -73,6 +73,7 @@ type Options struct {
 // Verdict is the answer to "is this disk good enough for etcd?".
 type Verdict string
 
+// The verdicts: PASS when the fdatasync p99 is under the threshold, FAIL otherwise.
 const (
 	Pass Verdict = "PASS"
 	Fail Verdict = "FAIL"

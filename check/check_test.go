@@ -239,7 +239,7 @@ func TestRunInProcessReportsEveryProbeAndCleansUp(t *testing.T) {
 	}
 	// The probes run in a fixed order whatever --probes says: fsync, then the reads.
 	out := progress.String()
-	if i, j, k := strings.Index(out, "fsync "), strings.Index(out, "randread "), strings.Index(out, "seqread "); !(i >= 0 && i < j && j < k) {
+	if i, j, k := strings.Index(out, "fsync "), strings.Index(out, "randread "), strings.Index(out, "seqread "); i < 0 || i >= j || j >= k {
 		t.Errorf("progress shows the phases out of order:\n%q", out)
 	}
 	entries, _ := os.ReadDir(dir)

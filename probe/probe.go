@@ -15,6 +15,7 @@ import (
 // Phase is which system call a Sample timed.
 type Phase uint8
 
+// The timed system calls.
 const (
 	PhaseWrite     Phase = iota // write(2) of the fsync probe, before its fdatasync
 	PhaseFdatasync              // fdatasync(2) of the fsync probe

@@ -55,7 +55,6 @@ type preparation struct {
 	wfd       int // O_DIRECT write descriptor while writing; -1 otherwise
 	off       int64
 	reused    bool
-	done      bool
 }
 
 // PrepareChunk is how much of a probe file one preparation step writes at most: a step
