@@ -297,7 +297,7 @@ func (r *runner) runDirectory(ctx context.Context, probes []string) (err error) 
 		if err != nil {
 			return err
 		}
-		defer src.Close()
+		defer func() { _ = src.Close() }()
 		if err := r.prepare(ctx, src); err != nil {
 			return err
 		}
@@ -311,7 +311,7 @@ func (r *runner) runDevice(ctx context.Context, probes []string) error {
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }()
 	return r.runReads(ctx, src, probes)
 }
 
@@ -330,7 +330,7 @@ func (r *runner) runFsync(ctx context.Context, scratch string) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	writes := make([]time.Duration, 0, ops)
 	syncs := make([]time.Duration, 0, ops)
 	var done atomic.Int64
@@ -407,7 +407,7 @@ func (r *runner) runRandread(ctx context.Context, src *probe.ReadSource) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	var reads []time.Duration
 	var done atomic.Int64
 	env := &probe.Env{Budget: probe.Unlimited, Observe: func(s probe.Sample) {
@@ -444,7 +444,7 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	// One round reads all of it sequentially; each timed read is observed, which is
 	// what the progress counts.
 	var read atomic.Int64

@@ -112,7 +112,9 @@ func TestVerdictIsOnFdatasyncP99AgainstThreshold(t *testing.T) {
 				}
 			}
 			var text bytes.Buffer
-			c.rep.WriteText(&text)
+			if err := c.rep.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
 			if !strings.Contains(text.String(), string(c.verdict)+"  fdatasync p99 ") {
 				t.Errorf("summary has no %s verdict line:\n%s", c.verdict, text.String())
 			}
@@ -128,7 +130,9 @@ func TestReadOnlyRunHasNoVerdict(t *testing.T) {
 		t.Errorf("verdict %s exit %d without the fsync probe, want NONE and 0", rep.Verdict, rep.ExitCode())
 	}
 	var text bytes.Buffer
-	rep.WriteText(&text)
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(text.String(), "no verdict") || strings.Contains(text.String(), "PASS") {
 		t.Errorf("summary of a read-only run:\n%s", text.String())
 	}

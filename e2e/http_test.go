@@ -60,7 +60,9 @@ func TestHTTPRefusesWhatItDoesNotServe(t *testing.T) {
 			t.Errorf("%s %s: %v", c.method, c.path, err)
 			continue
 		}
-		io.Copy(io.Discard, resp.Body)
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Errorf("%s %s: reading the body: %v", c.method, c.path, err)
+		}
 		resp.Body.Close()
 		if resp.StatusCode != c.want {
 			t.Errorf("%s %s: %d; want %d", c.method, c.path, resp.StatusCode, c.want)

@@ -148,7 +148,7 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 			return 1
 		case sig := <-signals:
 			if sig == syscall.SIGHUP {
-				reload() // logged by the reload goroutine
+				_ = reload() // logged by the reload goroutine
 				continue
 			}
 			logger.Info("shutting down", "signal", sig.String())
@@ -156,7 +156,7 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 				logger.Warn("exiting with I/O still stuck in the kernel; the process may linger as a zombie until it returns")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			server.Shutdown(ctx)
+			_ = server.Shutdown(ctx)
 			cancel()
 			return 0
 		}
@@ -175,21 +175,21 @@ func newHandler(reg *prometheus.Registry, metricsPath string, ready *atomic.Bool
 		DisableCompression:  true, // gzipresponse compresses, at the fastest level
 	})))
 	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "Healthy")
+		_, _ = fmt.Fprintln(w, "Healthy")
 	})
 	mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "Not ready: configuration not loaded", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "Ready")
+		_, _ = fmt.Fprintln(w, "Ready")
 	})
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		if err := reload(); err != nil {
 			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
 			return
 		}
-		fmt.Fprintln(w, "Reloaded")
+		_, _ = fmt.Fprintln(w, "Reloaded")
 	})
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "diskprobe_exporter",
