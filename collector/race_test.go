@@ -67,8 +67,10 @@ func (p *observingProber) Close() error { return nil }
 // Gather for the native buckets) reading them and the in-flight atomics through the
 // scheduler's snapshot pointer, reloads that add, restart and remove targets and so swap
 // the snapshot and delete series mid-scrape, a target stuck in flight, and Stop. None of
-// this takes a lock on the scrape side, so `make test` runs it under -race first; without
-// -race it still checks that no scrape ever sees a torn histogram.
+// this takes a lock on the scrape side, so `make test` runs it under -race first (making
+// the snapshot a plain slice, for one, is reported there). Every scrape's histograms are
+// checked for consistency too, though with one observer per histogram a torn fold is
+// rare here: TestLatencyHistogramScrapesAreConsistentUnderObservation is the one for that.
 func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 	hold := make(chan struct{})
 	saved := map[string]func(*runner) (probe.Prober, error){}
