@@ -15,7 +15,7 @@ type Kind string
 
 // The kinds of target: a directory holds probe files; a block device is only read.
 const (
-	KindDirectory   Kind = "file"
+	KindDirectory   Kind = "directory"
 	KindBlockDevice Kind = "blockdev"
 )
 
