@@ -152,7 +152,9 @@ func variableQuery(raw json.RawMessage) string {
 	var o struct {
 		Query string `json:"query"`
 	}
-	json.Unmarshal(raw, &o)
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return "" // not a target with a query: nothing to check
+	}
 	return o.Query
 }
 

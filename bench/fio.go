@@ -47,7 +47,7 @@ func FioPercentileList() string {
 // set, fio joins that cgroup (by its cgroup.procs file) before it does any I/O.
 func RunFio(workDir, cgroupProcs string, args ...string) (*FioResult, error) {
 	out := filepath.Join(workDir, fmt.Sprintf("fio-%d.json", time.Now().UnixNano()))
-	defer os.Remove(out)
+	defer func() { _ = os.Remove(out) }()
 	args = append(args, "--percentile_list="+FioPercentileList(), "--output-format=json")
 	display := "fio " + strings.Join(args, " ")
 	args = append(args, "--output="+out)

@@ -49,8 +49,8 @@ func RunLoop(l Loop) (*LoopResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.Close()
-	defer os.Remove(out.Name())
+	_ = out.Close()
+	defer func() { _ = os.Remove(out.Name()) }()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), loopEnv+"="+string(spec), loopEnv+"_OUT="+out.Name())
 	if msg, err := cmd.CombinedOutput(); err != nil {
@@ -113,7 +113,7 @@ func (l Loop) run() (*LoopResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer p.Remove()
+		defer func() { _ = p.Remove() }()
 		r.Sync = make([]time.Duration, 0, l.Ops)
 		r.Write = make([]time.Duration, 0, l.Ops)
 		env := &probe.Env{Budget: probe.Unlimited, Observe: func(s probe.Sample) {
@@ -131,7 +131,7 @@ func (l Loop) run() (*LoopResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer src.Close()
+		defer func() { _ = src.Close() }()
 		if err := Prepare(ctx, src); err != nil {
 			return nil, err
 		}
@@ -144,7 +144,7 @@ func (l Loop) run() (*LoopResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer p.Close()
+		defer func() { _ = p.Close() }()
 		r.Read = make([]time.Duration, 0, l.Ops)
 		env := &probe.Env{Budget: probe.Unlimited, Observe: func(s probe.Sample) { r.Read = append(r.Read, s.Duration) }}
 		res, err := p.Round(ctx, env)

@@ -94,7 +94,7 @@ config:
 	if _, ok := testenv.Value(f, "diskprobe_target_info", map[string]string{"target": "loop", "device": filepath.Base(dev)}); !ok {
 		t.Errorf("diskprobe_target_info of the loop device does not name %s", filepath.Base(dev))
 	}
-	if _, ok := testenv.Value(f, "diskprobe_target_info", map[string]string{"target": "dir", "kind": "file"}); !ok {
+	if _, ok := testenv.Value(f, "diskprobe_target_info", map[string]string{"target": "dir", "kind": "directory"}); !ok {
 		t.Errorf("no diskprobe_target_info for the directory target")
 	}
 

@@ -73,6 +73,7 @@ type Options struct {
 // Verdict is the answer to "is this disk good enough for etcd?".
 type Verdict string
 
+// The verdicts: PASS when the fdatasync p99 is under the threshold, FAIL otherwise.
 const (
 	Pass Verdict = "PASS"
 	Fail Verdict = "FAIL"
@@ -296,7 +297,7 @@ func (r *runner) runDirectory(ctx context.Context, probes []string) (err error) 
 		if err != nil {
 			return err
 		}
-		defer src.Close()
+		defer func() { _ = src.Close() }()
 		if err := r.prepare(ctx, src); err != nil {
 			return err
 		}
@@ -310,7 +311,7 @@ func (r *runner) runDevice(ctx context.Context, probes []string) error {
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }()
 	return r.runReads(ctx, src, probes)
 }
 
@@ -329,7 +330,7 @@ func (r *runner) runFsync(ctx context.Context, scratch string) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	writes := make([]time.Duration, 0, ops)
 	syncs := make([]time.Duration, 0, ops)
 	var done atomic.Int64
@@ -406,7 +407,7 @@ func (r *runner) runRandread(ctx context.Context, src *probe.ReadSource) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	var reads []time.Duration
 	var done atomic.Int64
 	env := &probe.Env{Budget: probe.Unlimited, Observe: func(s probe.Sample) {
@@ -443,7 +444,7 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	// One round reads all of it sequentially; each timed read is observed, which is
 	// what the progress counts.
 	var read atomic.Int64

@@ -65,7 +65,7 @@ func (p *Progress) start(name string, st status) (stop func(ok bool)) {
 			if ok {
 				p.draw(name, st, p.now().Sub(begin), true)
 			} else if p.tty {
-				fmt.Fprintln(p.w) // keep the last bar, end its line
+				_, _ = fmt.Fprintln(p.w) // keep the last bar, end its line
 			}
 		})
 	}
@@ -79,9 +79,9 @@ func (p *Progress) draw(name string, st status, elapsed time.Duration, final boo
 	if !p.tty {
 		switch {
 		case final:
-			fmt.Fprintf(p.w, "%s: done in %s: %s\n", name, formatSeconds(elapsed), detail)
+			_, _ = fmt.Fprintf(p.w, "%s: done in %s: %s\n", name, formatSeconds(elapsed), detail)
 		default:
-			fmt.Fprintf(p.w, "%s: %3.0f%%  %s  elapsed %s  ETA %s\n", name, 100*f, detail, formatSeconds(elapsed), eta(f, elapsed))
+			_, _ = fmt.Fprintf(p.w, "%s: %3.0f%%  %s  elapsed %s  ETA %s\n", name, 100*f, detail, formatSeconds(elapsed), eta(f, elapsed))
 		}
 		return
 	}
@@ -97,9 +97,9 @@ func (p *Progress) draw(name string, st status, elapsed time.Duration, final boo
 		line += "ETA " + eta(f, elapsed)
 	}
 	// \r and erase-to-end-of-line redraw the bar in place.
-	fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+	_, _ = fmt.Fprintf(p.w, "\r%s\x1b[K", line)
 	if final {
-		fmt.Fprintln(p.w)
+		_, _ = fmt.Fprintln(p.w)
 	}
 }
 

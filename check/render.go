@@ -72,13 +72,13 @@ func (r *Report) deviceLine() string {
 func latencyTable(b *strings.Builder, names []string, ls []Latency) {
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// Right-aligned numbers under their headers, the names padded to the left.
-	fmt.Fprintf(tw, "  %-10s\tmin\tp50\tp90\tp99\tp99.9\tmax\tmean\tstddev\t\n", "latency")
+	_, _ = fmt.Fprintf(tw, "  %-10s\tmin\tp50\tp90\tp99\tp99.9\tmax\tmean\tstddev\t\n", "latency")
 	for i, l := range ls {
-		fmt.Fprintf(tw, "  %-10s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", names[i],
+		_, _ = fmt.Fprintf(tw, "  %-10s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", names[i],
 			FormatDuration(l.Min), FormatDuration(l.P50), FormatDuration(l.P90), FormatDuration(l.P99),
 			FormatDuration(l.P999), FormatDuration(l.Max), FormatDuration(l.Mean), FormatDuration(l.Stddev))
 	}
-	tw.Flush()
+	_ = tw.Flush()
 }
 
 // FormatDuration writes a latency with three significant digits in the unit that suits

@@ -18,8 +18,10 @@ type Timer interface {
 // RealClock is the wall and monotonic clock.
 type RealClock struct{}
 
+// Now is time.Now.
 func (RealClock) Now() time.Time { return time.Now() }
 
+// NewTimer is time.NewTimer.
 func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
 type realTimer struct{ t *time.Timer }

@@ -111,8 +111,11 @@ func (v *LatencyVec) DeletePartialMatch(labels prometheus.Labels) int {
 	return 1
 }
 
+// Describe implements prometheus.Collector.
 func (v *LatencyVec) Describe(ch chan<- *prometheus.Desc) { ch <- v.desc }
 
+// Collect implements prometheus.Collector: one metric per target, each written (and its
+// hot and cold halves swapped) when the registry asks for it.
 func (v *LatencyVec) Collect(ch chan<- prometheus.Metric) {
 	v.mu.RLock()
 	children := make([]*LatencyHistogram, 0, len(v.children))

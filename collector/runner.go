@@ -260,11 +260,11 @@ func (r *runner) runWaitingRounds(ctx context.Context) {
 func (r *runner) closeProbes() {
 	for _, pr := range r.probes {
 		if pr.prober != nil {
-			pr.prober.Close()
+			_ = pr.prober.Close()
 		}
 	}
 	if r.source != nil {
-		r.source.Close()
+		_ = r.source.Close()
 	}
 }
 

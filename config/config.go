@@ -13,8 +13,9 @@ import (
 // Kind is what a target's path is. The values are the `kind` label of diskprobe_target_info.
 type Kind string
 
+// The kinds of target: a directory holds probe files; a block device is only read.
 const (
-	KindDirectory   Kind = "file"
+	KindDirectory   Kind = "directory"
 	KindBlockDevice Kind = "blockdev"
 )
 
@@ -25,9 +26,6 @@ const (
 	ProbeSeqread  = "seqread"
 	ProbeSeqwrite = "seqwrite"
 )
-
-// ProbeKinds lists every probe kind in the order rounds are scheduled within a target.
-var ProbeKinds = []string{ProbeFsync, ProbeRandread, ProbeSeqread, ProbeSeqwrite}
 
 // Config is a whole configuration file.
 type Config struct {
@@ -84,6 +82,7 @@ type Limits struct {
 	MinFree   int64 // bytes; 0 disables the floor
 }
 
+// Binary size units, as the config's sizes take them.
 const (
 	KiB = 1 << 10
 	MiB = 1 << 20
@@ -103,7 +102,6 @@ var (
 // MaxBlockSize bounds the buffers a probe allocates.
 const MaxBlockSize = 64 * MiB
 
-// Probes returns the names of the probes enabled on the target, in scheduling order.
 // ProbeRoot is the directory whose .diskprobe/ holds the target's probe files: probe_dir
 // when set, else the path itself.
 func (t *Target) ProbeRoot() string {
@@ -113,6 +111,7 @@ func (t *Target) ProbeRoot() string {
 	return t.Path
 }
 
+// Probes returns the names of the probes enabled on the target, in scheduling order.
 func (t *Target) Probes() []string {
 	var out []string
 	if t.Fsync != nil {

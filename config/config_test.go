@@ -78,7 +78,9 @@ func TestBadConfigsNameFileLineAndField(t *testing.T) {
 func TestResolveRefusesWhatIsNotOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "plain")
-	os.WriteFile(file, nil, 0o600)
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct{ name, body, want string }{
 		{"missing path", "targets:\n  - name: a\n    path: " + dir + "/nope\n", "diskprobe.yml:2: targets[0].path: " + dir + "/nope does not exist"},
 		{"regular file", "targets:\n  - name: a\n    path: " + file + "\n", "targets[0].path: " + file + " is neither a directory nor a block device"},
@@ -210,7 +212,9 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestExampleConfigIsValid(t *testing.T) {
-	os.MkdirAll("../data", 0o755)
+	if err := os.MkdirAll("../data", 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := Load("../examples/diskprobe.yml")
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs/blockdevice"
-	"golang.org/x/sys/unix"
 )
 
 // Stats are one read of a device's /proc/diskstats line. Counters are cumulative since boot;
@@ -43,14 +42,4 @@ func (p Paths) ReadStats(name string) (Stats, error) {
 		}, nil
 	}
 	return Stats{}, fmt.Errorf("device %q not found in %s", name, filepath.Join(p.procFS(), "diskstats"))
-}
-
-// LogicalBlockSizeIoctl asks the kernel for the logical block size of an open block device: the
-// last resort for O_DIRECT alignment when statx has no DIO alignment and sysfs is not readable.
-func LogicalBlockSizeIoctl(fd int) (int, error) {
-	n, err := unix.IoctlGetInt(fd, unix.BLKSSZGET)
-	if err != nil {
-		return 0, fmt.Errorf("ioctl BLKSSZGET: %w", err)
-	}
-	return n, nil
 }

@@ -213,7 +213,9 @@ func readContinuously(t *testing.T, dev string) func() int {
 			cmd := exec.Command("dd", "if="+dev, "of=/dev/null", "iflag=direct", "bs=4k", "count=4096")
 			if out, err := cmd.CombinedOutput(); err == nil {
 				var in, part int
-				fmt.Sscanf(string(out), "%d+%d records in", &in, &part)
+				if _, err := fmt.Sscanf(string(out), "%d+%d records in", &in, &part); err != nil {
+					t.Errorf("dd said %q: %v", out, err)
+				}
 				total += in
 			}
 		}

@@ -123,8 +123,8 @@ func TestTargetInfoNamesTheBlockDevice(t *testing.T) {
 	f := e.MustScrape()
 	base := filepath.Base
 	for _, want := range []map[string]string{
-		{"target": "file_on_loop", "path": ext4Dir, "kind": "file", "device": base(ext4Dev)},
-		{"target": "file_on_partition", "path": partDir, "kind": "file", "device": base(part)},
+		{"target": "file_on_loop", "path": ext4Dir, "kind": "directory", "device": base(ext4Dev)},
+		{"target": "file_on_partition", "path": partDir, "kind": "directory", "device": base(part)},
 		{"target": "raw_partition", "path": part, "kind": "blockdev", "device": base(part)},
 		{"target": "raw_disk", "path": disk, "kind": "blockdev", "device": base(disk)},
 	} {

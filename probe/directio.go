@@ -66,7 +66,7 @@ func alignedBuffer(size int) ([]byte, error) {
 
 func freeBuffer(b []byte) {
 	if b != nil {
-		unix.Munmap(b[:cap(b)])
+		_ = unix.Munmap(b[:cap(b)])
 	}
 }
 

@@ -96,6 +96,10 @@ func EnsureDir(target string) (string, error) {
 	return dir, nil
 }
 
+// Closing a probe file's descriptor is never checked (`_ =`): each is closed after an
+// fdatasync, after reads only, or on the way out of an error that is the one reported, so
+// close(2) has nothing left to report that matters.
+
 // openOwn opens an existing probe file without following symlinks and checks that it is
 // ours: a regular file owned by us, with our header. A zero-length file of ours is taken as
 // one whose creation was interrupted before the header was written.
@@ -110,15 +114,15 @@ func openOwn(path string, flags int) (*os.File, Header, error) {
 	f := os.NewFile(uintptr(fd), path)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, Header{}, &os.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		f.Close()
+		_ = f.Close()
 		return nil, Header{}, &ForeignFileError{Path: path, Reason: "it is not a regular file"}
 	}
 	if int(st.Uid) != os.Geteuid() {
-		f.Close()
+		_ = f.Close()
 		return nil, Header{}, &ForeignFileError{Path: path, Reason: fmt.Sprintf("it is owned by uid %d", st.Uid)}
 	}
 	if st.Size == 0 {
@@ -128,12 +132,12 @@ func openOwn(path string, flags int) (*os.File, Header, error) {
 	hb := make([]byte, HeaderSize)
 	n, err := readHeaderBytes(path, hb)
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, Header{}, err
 	}
 	h, ok := parseHeader(hb[:n])
 	if !ok {
-		f.Close()
+		_ = f.Close()
 		return nil, Header{}, &ForeignFileError{Path: path, Reason: "it has no diskprobe_exporter header"}
 	}
 	return f, h, nil
@@ -144,7 +148,7 @@ func readHeaderBytes(path string, b []byte) (int, error) {
 	if err != nil {
 		return 0, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	n, err := unix.Pread(fd, b, 0)
 	if err != nil {
 		return 0, &os.PathError{Op: "read header", Path: path, Err: err}
@@ -161,7 +165,7 @@ func removeOwn(path string) error {
 	if err != nil {
 		return err
 	}
-	f.Close()
+	_ = f.Close()
 	return os.Remove(path)
 }
 
@@ -179,8 +183,8 @@ func createOwn(path string, h Header) (*os.File, error) {
 	}
 	f := os.NewFile(uintptr(fd), path)
 	fail := func(op string, err error) (*os.File, error) {
-		f.Close()
-		os.Remove(path)
+		_ = f.Close()
+		_ = os.Remove(path)
 		return nil, &os.PathError{Op: op, Path: path, Err: err}
 	}
 	if _, err := unix.Pwrite(fd, h.encode(), 0); err != nil {
@@ -203,7 +207,7 @@ func writeHeader(f *os.File, h Header) error {
 	if err != nil {
 		return &os.PathError{Op: "open", Path: f.Name(), Err: err}
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	if _, err := unix.Pwrite(fd, h.encode(), 0); err != nil {
 		return &os.PathError{Op: "write header", Path: f.Name(), Err: err}
 	}

@@ -27,7 +27,6 @@ type FsyncOptions struct {
 // slow write must not hide inside it.
 type Fsync struct {
 	opts FsyncOptions
-	dir  string
 	path string
 	f    *os.File
 	fd   int
@@ -51,7 +50,6 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 	}
 	return &Fsync{
 		opts: opts,
-		dir:  dir,
 		path: filepath.Join(dir, opts.FileName),
 		fd:   -1,
 		buf:  make([]byte, opts.BlockSize),
@@ -72,7 +70,7 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 		}
 	}
 	if p.f != nil && !stillLinked(p.fd) {
-		p.Close() // the directory was replaced: start a new file in the new one
+		_ = p.Close() // the directory was replaced: start a new file in the new one
 	}
 	for range p.opts.Ops {
 		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
@@ -133,7 +131,7 @@ func (p *Fsync) ensureRoom(inflight *Inflight) error {
 	inflight.begin(timeNow())
 	defer inflight.end()
 	if p.f != nil {
-		p.f.Close()
+		_ = p.f.Close()
 		p.f, p.fd = nil, -1
 	}
 	if _, err := EnsureDir(p.opts.Dir); err != nil {
@@ -159,7 +157,7 @@ func (p *Fsync) Close() error {
 
 // Remove closes and deletes the probe file (used by the one-shot check).
 func (p *Fsync) Remove() error {
-	p.Close()
+	_ = p.Close()
 	return removeOwn(p.path)
 }
 

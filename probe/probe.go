@@ -15,6 +15,7 @@ import (
 // Phase is which system call a Sample timed.
 type Phase uint8
 
+// The timed system calls.
 const (
 	PhaseWrite     Phase = iota // write(2) of the fsync probe, before its fdatasync
 	PhaseFdatasync              // fdatasync(2) of the fsync probe
@@ -103,15 +104,6 @@ type Prober interface {
 	Round(ctx context.Context, env *Env) (Result, error)
 	// Close releases files and buffers; it removes nothing from disk.
 	Close() error
-}
-
-// Preparer is a probe (or a file shared by probes) that needs one-time preparation,
-// done in bounded steps so that other probes of the target keep their schedule.
-type Preparer interface {
-	// PrepareStep does a bounded share of the preparation and reports whether it is complete.
-	PrepareStep(ctx context.Context, env *Env) (res Result, done bool, err error)
-	// Progress is the share of the preparation done, 0 to 1.
-	Progress() float64
 }
 
 var (

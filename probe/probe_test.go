@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,9 +57,14 @@ func TestFsyncTimesEachWriteAndFdatasyncInItsOwnFile(t *testing.T) {
 		t.Errorf(".diskprobe mode %v, want 0700", di.Mode().Perm())
 	}
 	head := make([]byte, len(headerMagic))
-	f, _ := os.Open(path)
-	f.Read(head)
-	f.Close()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.ReadFull(f, head); err != nil {
+		t.Fatal(err)
+	}
 	if string(head) != headerMagic {
 		t.Errorf("probe file starts with %q, not our header", head)
 	}
@@ -86,10 +92,10 @@ func TestFsyncCutsANewFileWhenFull(t *testing.T) {
 
 func TestForeignFileAtTheProbePathIsNeverTouched(t *testing.T) {
 	dir := t.TempDir()
-	os.Mkdir(filepath.Join(dir, DirName), 0o700)
+	must(t, os.Mkdir(filepath.Join(dir, DirName), 0o700))
 	path := filepath.Join(dir, DirName, "fsync.probe")
 	content := []byte("precious data that is not ours\n")
-	os.WriteFile(path, content, 0o600)
+	must(t, os.WriteFile(path, content, 0o600))
 	p, err := NewFsync(FsyncOptions{Dir: dir, Ops: 1, BlockSize: 2300, FileSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -107,9 +113,9 @@ func TestForeignFileAtTheProbePathIsNeverTouched(t *testing.T) {
 func TestSymlinkAtTheProbePathIsNotFollowed(t *testing.T) {
 	dir := t.TempDir()
 	victim := filepath.Join(t.TempDir(), "victim")
-	os.WriteFile(victim, []byte("do not write here"), 0o600)
-	os.Mkdir(filepath.Join(dir, DirName), 0o700)
-	os.Symlink(victim, filepath.Join(dir, DirName, "fsync.probe"))
+	must(t, os.WriteFile(victim, []byte("do not write here"), 0o600))
+	must(t, os.Mkdir(filepath.Join(dir, DirName), 0o700))
+	must(t, os.Symlink(victim, filepath.Join(dir, DirName, "fsync.probe")))
 	p, err := NewFsync(FsyncOptions{Dir: dir, Ops: 1, BlockSize: 2300, FileSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +132,7 @@ func TestSymlinkAtTheProbePathIsNotFollowed(t *testing.T) {
 
 func TestSymlinkedProbeDirectoryIsRefused(t *testing.T) {
 	dir := t.TempDir()
-	os.Symlink(t.TempDir(), filepath.Join(dir, DirName))
+	must(t, os.Symlink(t.TempDir(), filepath.Join(dir, DirName)))
 	if _, err := EnsureDir(dir); err == nil {
 		t.Fatal("a symlinked .diskprobe was accepted")
 	}
@@ -207,9 +213,23 @@ func TestFsyncRoundDoesNotAllocate(t *testing.T) {
 	}
 	defer p.Close()
 	env := (&collected{}).env()
-	p.Round(context.Background(), env) // creates the file
-	allocs := testing.AllocsPerRun(50, func() { p.Round(context.Background(), env) })
+	if _, err := p.Round(context.Background(), env); err != nil { // creates the file
+		t.Fatal(err)
+	}
+	var err2 error
+	allocs := testing.AllocsPerRun(50, func() { _, err2 = p.Round(context.Background(), env) })
+	if err2 != nil {
+		t.Fatal(err2)
+	}
 	if allocs != 0 {
 		t.Errorf("%v allocations per write+fdatasync round", allocs)
+	}
+}
+
+// must fails the test on a setup step's error.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

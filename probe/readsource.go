@@ -32,12 +32,12 @@ func OpenDevice(path string, fallbackAlign int64) (*ReadSource, error) {
 	}
 	size, err := unix.Seek(fd, 0, unix.SEEK_END)
 	if err != nil {
-		unix.Close(fd)
+		_ = unix.Close(fd)
 		return nil, &os.PathError{Op: "size", Path: path, Err: err}
 	}
 	align, err := DirectIOAlignment(fd, path, fallbackAlign)
 	if err != nil {
-		unix.Close(fd)
+		_ = unix.Close(fd)
 		return nil, err
 	}
 	return &ReadSource{path: path, fd: fd, start: 0, end: size, align: align}, nil
@@ -55,7 +55,6 @@ type preparation struct {
 	wfd       int // O_DIRECT write descriptor while writing; -1 otherwise
 	off       int64
 	reused    bool
-	done      bool
 }
 
 // PrepareChunk is how much of a probe file one preparation step writes at most: a step
@@ -98,7 +97,7 @@ func (s *ReadSource) Ready() bool { return s.fd >= 0 }
 // us (target directory recreated) goes back to preparation.
 func (s *ReadSource) ready() bool {
 	if s.fd >= 0 && s.prep != nil && !stillLinked(s.fd) {
-		unix.Close(s.fd)
+		_ = unix.Close(s.fd)
 		s.fd = -1
 		s.abort()
 		s.prep.reused = false
@@ -108,9 +107,6 @@ func (s *ReadSource) ready() bool {
 
 // Reused reports whether a prepared file from an earlier run was taken as it was.
 func (s *ReadSource) Reused() bool { return s.prep != nil && s.prep.reused }
-
-// Alignment is the O_DIRECT alignment of offsets and sizes.
-func (s *ReadSource) Alignment() int64 { return s.align }
 
 // Progress is the share of the file written so far.
 func (s *ReadSource) Progress() float64 {
@@ -187,7 +183,7 @@ func (s *ReadSource) reuse() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if !h.Prepared || h.Size != s.prep.size || h.Kind != "read" {
 		return false, nil
 	}
@@ -221,7 +217,7 @@ func (s *ReadSource) begin() error {
 	if err != nil {
 		return err
 	}
-	f.Close()
+	_ = f.Close()
 	fd, err := unix.Open(s.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return openDirectError(s.path, err)
@@ -243,14 +239,14 @@ func (s *ReadSource) finish(env *Env) error {
 	if hole < p.size {
 		return fmt.Errorf("%s: hole at offset %d after writing the whole file; the filesystem did not keep the data", s.path, hole)
 	}
-	unix.Close(p.wfd)
+	_ = unix.Close(p.wfd)
 	p.wfd = -1
 	f, _, err := openOwn(s.path, unix.O_RDONLY)
 	if err != nil {
 		return err
 	}
 	err = writeHeader(f, Header{Kind: "read", Size: p.size, Prepared: true})
-	f.Close()
+	_ = f.Close()
 	if err != nil {
 		return err
 	}
@@ -259,7 +255,7 @@ func (s *ReadSource) finish(env *Env) error {
 
 func (s *ReadSource) abort() {
 	if s.prep.wfd >= 0 {
-		unix.Close(s.prep.wfd)
+		_ = unix.Close(s.prep.wfd)
 		s.prep.wfd = -1
 	}
 	s.prep.off = 0
@@ -280,7 +276,7 @@ func (s *ReadSource) openForReads() error {
 	}
 	align, err := DirectIOAlignment(fd, s.path, s.align)
 	if err != nil {
-		unix.Close(fd)
+		_ = unix.Close(fd)
 		return err
 	}
 	s.fd, s.align = fd, align
@@ -318,7 +314,7 @@ func (s *ReadSource) Close() error {
 		s.abort()
 	}
 	if s.fd >= 0 {
-		unix.Close(s.fd)
+		_ = unix.Close(s.fd)
 		s.fd = -1
 	}
 	return nil
@@ -326,7 +322,7 @@ func (s *ReadSource) Close() error {
 
 // Remove closes the source and deletes its probe file (used by the one-shot check).
 func (s *ReadSource) Remove() error {
-	s.Close()
+	_ = s.Close()
 	if s.prep == nil {
 		return nil
 	}

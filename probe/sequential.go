@@ -188,18 +188,18 @@ func (p *Seqwrite) open() error {
 	if err != nil {
 		return err
 	}
-	f.Close()
+	_ = f.Close()
 	fd, err := unix.Open(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return openDirectError(p.path, err)
 	}
 	align, err := DirectIOAlignment(fd, p.path, p.fallback)
 	if err != nil {
-		unix.Close(fd)
+		_ = unix.Close(fd)
 		return err
 	}
 	if int64(p.blockSize)%align != 0 {
-		unix.Close(fd)
+		_ = unix.Close(fd)
 		return fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d of %s", p.blockSize, align, p.path)
 	}
 	p.fd, p.align = fd, align
@@ -209,7 +209,7 @@ func (p *Seqwrite) open() error {
 // Close closes the file.
 func (p *Seqwrite) Close() error {
 	if p.fd >= 0 {
-		unix.Close(p.fd)
+		_ = unix.Close(p.fd)
 		p.fd = -1
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -52,6 +53,7 @@ func main() {
 	// so that `--help` shows them.
 	configCheck := app.Flag("config.check", "Validate the configuration file, print a summary, and exit.").Bool()
 	metricsPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+	enablePprof := app.Flag("web.enable-pprof", "Serve Go runtime profiles (CPU, heap, goroutines) under /debug/pprof/ and link them from the landing page.").Bool()
 	toolkitFlags := webflag.AddFlags(app, defaultListen)
 	serve := app.Command("serve", "Run the exporter (the default command).").Default()
 
@@ -75,7 +77,7 @@ func main() {
 		fmt.Println(cfg.Summary())
 		return
 	}
-	os.Exit(run(cfg, *configFile, paths, *metricsPath, toolkitFlags, logger))
+	os.Exit(run(cfg, *configFile, paths, *metricsPath, *enablePprof, toolkitFlags, logger))
 }
 
 // loadConfig parses and resolves a configuration file and checks it against the disks.
@@ -90,7 +92,7 @@ func loadConfig(file string, paths device.Paths) (*config.Config, error) {
 	return cfg, nil
 }
 
-func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath string, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
+func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath string, enablePprof bool, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
 	logger.Info("starting diskprobe_exporter", "version", version.Info(), "config", configFile)
 	logger.Info("build context", "build_context", version.BuildContext())
 
@@ -125,7 +127,7 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 		return <-done
 	}
 
-	handler := newHandler(reg, metricsPath, &ready, reload, logger)
+	handler := newHandler(reg, metricsPath, enablePprof, &ready, reload, logger)
 	server := &http.Server{
 		Handler: handler,
 		// A slow or oversized client must not tie up the server.
@@ -148,7 +150,7 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 			return 1
 		case sig := <-signals:
 			if sig == syscall.SIGHUP {
-				reload() // logged by the reload goroutine
+				_ = reload() // logged by the reload goroutine
 				continue
 			}
 			logger.Info("shutting down", "signal", sig.String())
@@ -156,14 +158,14 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 				logger.Warn("exiting with I/O still stuck in the kernel; the process may linger as a zombie until it returns")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			server.Shutdown(ctx)
+			_ = server.Shutdown(ctx)
 			cancel()
 			return 0
 		}
 	}
 }
 
-func newHandler(reg *prometheus.Registry, metricsPath string, ready *atomic.Bool, reload func() error, logger *slog.Logger) http.Handler {
+func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, ready *atomic.Bool, reload func() error, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
@@ -175,26 +177,27 @@ func newHandler(reg *prometheus.Registry, metricsPath string, ready *atomic.Bool
 		DisableCompression:  true, // gzipresponse compresses, at the fastest level
 	})))
 	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "Healthy")
+		_, _ = fmt.Fprintln(w, "Healthy")
 	})
 	mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "Not ready: configuration not loaded", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "Ready")
+		_, _ = fmt.Fprintln(w, "Ready")
 	})
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		if err := reload(); err != nil {
 			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
 			return
 		}
-		fmt.Fprintln(w, "Reloaded")
+		_, _ = fmt.Fprintln(w, "Reloaded")
 	})
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "diskprobe_exporter",
 		Description: "Disk latency prober: etcd-WAL-like fdatasync, O_DIRECT random reads, sequential throughput",
 		Version:     version.Info(),
+		Profiling:   strconv.FormatBool(enablePprof), // the toolkit links /debug/pprof/ unless told not to
 		Links: []web.LandingLinks{
 			{Address: metricsPath, Text: "Metrics"},
 			{Address: "/-/healthy", Text: "Health"},
@@ -206,5 +209,8 @@ func newHandler(reg *prometheus.Registry, metricsPath string, ready *atomic.Bool
 		os.Exit(1)
 	}
 	mux.Handle("GET /{$}", landing)
+	if enablePprof {
+		servePprof(mux)
+	}
 	return mux
 }

@@ -32,7 +32,7 @@ func Handler(h http.Handler) http.Handler {
 		defer writers.Put(gz)
 		w.Header().Set("Content-Encoding", "gzip")
 		h.ServeHTTP(&responseWriter{ResponseWriter: w, gz: gz}, r)
-		gz.Close()
+		_ = gz.Close()
 	})
 }
 

@@ -207,7 +207,7 @@ func WriteArchive(path, ref string, img v1.Image) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return err
@@ -245,7 +245,7 @@ func tarDir(dir, path string) error {
 			if err != nil {
 				return err
 			}
-			defer src.Close()
+			defer func() { _ = src.Close() }()
 			_, err = io.Copy(tw, src)
 			return err
 		}
