@@ -3,4 +3,6 @@
 // cost at scale. It drives the probe package directly, so what it measures is the code
 // the daemon runs. `make bench` runs TestBenchReport, which rewrites BENCHMARKS.md; the
 // Go benchmarks in hotpath_test.go cover allocations and contention on the hot paths.
+// The library the tests share (fio runs, probe loops in a child process, the report)
+// lives in internal/benchkit, so it is not public API of the module.
 package bench
