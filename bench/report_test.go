@@ -74,6 +74,7 @@ func TestBenchReport(t *testing.T) {
 	ok = t.Run("hotpaths", func(t *testing.T) { rep.Hot, rep.ScrapeServing = hotPaths(t, dir), scrapeServing(t) })
 	ok = ok && t.Run("scale", func(t *testing.T) { rep.Scale = measureScale(t, window) })
 	ok = ok && t.Run("prometheus", func(t *testing.T) { rep.PromScrape = measurePrometheusScrape(t, 80*time.Second) })
+	ok = ok && t.Run("queue", func(t *testing.T) { rep.Queue = measureQueue(t) })
 	ok = ok && t.Run("etcd", func(t *testing.T) { rep.Etcd = measureEtcdDisks(t, dir, 3*time.Minute) })
 	if !ok {
 		t.FailNow()

@@ -25,7 +25,9 @@ type Report struct {
 	PromScrape []*PromScrape
 	// Etcd: our fdatasync against a live etcd's own wal_fsync, per disk.
 	Etcd []*EtcdDisk
-	Hot  *HotPaths
+	// Queue: check's queue-depth jobs against fio's libaio, and the sweep's time.
+	Queue *Queue
+	Hot   *HotPaths
 	// ScrapeServing is collector's BenchmarkScrape64Targets: the serving path against
 	// client_golang's histograms and promhttp's gzip level.
 	ScrapeServing *HotPaths
@@ -416,6 +418,9 @@ func (r *Report) Markdown() string {
 		w("only lock shared by targets is the per-disk one, which serialises probes on the same device by\n")
 		w("design (DESIGN.md: probes on targets that share a device never overlap).\n")
 	}
+	if r.Queue != nil {
+		r.Queue.markdown(w)
+	}
 	if len(r.Etcd) > 0 {
 		r.etcdMarkdown(w)
 	}
@@ -716,11 +721,7 @@ func (r *Report) etcdRows() []Row {
 func (r *Report) SpliceEtcd(doc string) (string, error) {
 	var b strings.Builder
 	r.etcdMarkdown(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) })
-	i, j := strings.Index(doc, etcdBegin), strings.Index(doc, etcdEnd)
-	if i < 0 || j < i {
-		return "", fmt.Errorf("no etcd section markers in the report: run make bench once")
-	}
-	return doc[:i] + strings.TrimSuffix(strings.TrimPrefix(b.String(), "\n"), "\n") + doc[j+len(etcdEnd):], nil
+	return splice(doc, etcdBegin, etcdEnd, b.String())
 }
 
 // etcdMarkdown renders the comparison with a live etcd.
