@@ -31,22 +31,7 @@ func TestQueueDepthAgreement(t *testing.T) {
 	for _, row := range q.Cases {
 		t.Logf("%s: %+v", row.Title, row.Rounds)
 	}
-	out := os.Getenv(reportEnv)
-	if out == "" {
-		return
-	}
-	doc, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spliced, err := q.SpliceQueue(string(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(out, []byte(spliced), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("rewrote the queue section of %s", out)
+	spliceReport(t, "queue", q.SpliceQueue)
 }
 
 // measureQueue compares probe.RunQueue with fio's libaio engine on one prepared file of an
@@ -176,8 +161,9 @@ func ramLoopDevice(t *testing.T, size int64) string {
 func timeSweep(t *testing.T, where, path string) *benchkit.SweepTiming {
 	t.Helper()
 	args := []string{"check", "--profile=sweep", "--json", "--no-progress", path}
+	bin := testenv.Binary(t) // built before the clock starts
 	start := time.Now()
-	out, err := exec.Command(testenv.Binary(t), args...).Output()
+	out, err := exec.Command(bin, args...).Output()
 	wall := time.Since(start)
 	if err != nil {
 		t.Fatalf("diskprobe_exporter %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -176,8 +176,10 @@ func (rep *SweepReport) run(ctx context.Context, src *probe.ReadSource, cells []
 	// The largest blocks run first: a cell whose first round of I/O outlasts its runtime
 	// (32 × 64 MiB in flight) overruns it, and the smaller cells after it share what is
 	// left of the advertised time. They need little: their I/Os take microseconds.
+	// 1 % of the advertised time is kept for what each cell costs around its I/O
+	// (io_setup, io_destroy, buffers): without it, 72 cells of 1 s took 72.04 s.
 	start := time.Now()
-	budget := rep.Advertised
+	budget := rep.Advertised - rep.Advertised/100
 	for i := len(cells) - 1; i >= 0; i-- {
 		c := &cells[i]
 		runtime := max(rep.Runtime/2, min(rep.Runtime, (budget-time.Since(start))/time.Duration(i+1)))

@@ -55,7 +55,7 @@ func addCheckCommand(app *kingpin.Application) *checkCommand {
 		"--profile=sweep: O_DIRECT reads of every power-of-two block size from the logical block size to 64MiB, random and sequential, at queue depth 1 and --iodepth, IO/s, MB/s, p50 and p99 per cell. "+
 		"--profile=randrw: random mixed reads and writes at --bs, --iodepth and --rwmixread, in a file of its own (a block device is only read, with --rwmixread=100). "+
 		"Every profile removes its files on every exit, Ctrl-C included, and never writes to a block device. "+
-		"Exit status: 0 PASS (or no verdict), 1 FAIL, 2 error.")
+		"Exit status: 0 PASS, or measured without a verdict (sweep, randrw, etcd without fsync), 1 FAIL (etcd), 2 error.")
 	c := &checkCommand{name: cmd.FullCommand(), set: map[string]*bool{}}
 	flag := func(name, help string) *kingpin.FlagClause {
 		c.set[name] = new(bool)
