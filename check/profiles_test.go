@@ -174,7 +174,7 @@ func TestProfileFlagsAreRefusedByName(t *testing.T) {
 		})
 	}
 	r := runCheck(t, time.Minute, "--profile=bogus", dir)
-	if r.code == 0 || !strings.Contains(r.stderr, "--profile") {
+	if r.code != 2 || !strings.Contains(r.stderr, `--profile "bogus": one of etcd, sweep, randrw`) {
 		t.Errorf("--profile=bogus: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
