@@ -85,13 +85,13 @@ func TestSweepOfADirectoryReadsItsOwnFileAndRemovesIt(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d, want 0\nstderr:\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{"random read", "sequential read", "QD1 IO/s", "QD4 IO/s", "16.0 MiB", "a 16.0 MiB file of its own"} {
+	for _, want := range []string{"random read", "sequential read", "QD1 IO/s", "QD4 IO/s", "16 MiB", "a 16.0 MiB file of its own"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
 		}
 	}
 	// The file holds 16 MiB: the sweep stops at that block size.
-	if strings.Contains(r.stdout, "32.0 MiB") {
+	if strings.Contains(r.stdout, "32 MiB") {
 		t.Errorf("the sweep read blocks larger than its file:\n%s", r.stdout)
 	}
 	assertNothingLeft(t, dir)

@@ -98,7 +98,7 @@ func RandRW(ctx context.Context, opts RandRWOptions) (*RandRWReport, error) {
 
 func (rep *RandRWReport) run(ctx context.Context, src *probe.ReadSource, opts RandRWOptions) error {
 	stop := opts.Progress.start("randrw", func(elapsed time.Duration) (float64, string) {
-		return min(1, elapsed.Seconds()/opts.Runtime.Seconds()), fmt.Sprintf("%s QD%d %d%% reads", sizeString(int64(opts.BlockSize)), opts.Depth, opts.ReadMix)
+		return min(1, elapsed.Seconds()/opts.Runtime.Seconds()), fmt.Sprintf("%s QD%d %d%% reads", blockSize(opts.BlockSize), opts.Depth, opts.ReadMix)
 	})
 	res, err := probe.RunQueue(ctx, src, probe.QueueJob{BlockSize: opts.BlockSize, Depth: opts.Depth, Random: true, ReadMix: opts.ReadMix, Runtime: opts.Runtime},
 		&probe.Env{Budget: probe.Unlimited})

@@ -8,6 +8,17 @@ import (
 	"text/tabwriter"
 )
 
+// blockSize writes a power-of-two block size as fio's --bs takes it: 512 B, 4 KiB, 64 MiB.
+func blockSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
 // mbps is decimal megabytes a second, as fio's "(… MB/s)" and the iops tool print them.
 func mbps(bytesPerSecond float64) string {
 	v := bytesPerSecond / 1e6
@@ -50,7 +61,7 @@ func (rep *SweepReport) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintln(tw)
 		for _, bs := range rep.blockSizes() {
-			fmt.Fprintf(tw, "  %s\t", sizeString(int64(bs)))
+			fmt.Fprintf(tw, "  %s\t", blockSize(bs))
 			for _, d := range depths {
 				c, ok := rep.cell(bs, p, d)
 				if !ok {
@@ -93,7 +104,7 @@ func (rep *RandRWReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "device:    %s\n", deviceLine(rep.Device))
 	fmt.Fprintf(&b, "on:        %s\n", rep.Source.describe())
 	fmt.Fprintf(&b, "randrw:    %s O_DIRECT I/O at random offsets, %d%% reads, queue depth %d, for %s\n\n",
-		sizeString(int64(rep.BlockSize)), rep.ReadMix, rep.Depth, formatSeconds(rep.Elapsed))
+		blockSize(rep.BlockSize), rep.ReadMix, rep.Depth, formatSeconds(rep.Elapsed))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "  \tops\tIO/s\tMB/s\tmin\tp50\tp90\tp99\tp99.9\tmax\t\n")
 	for _, side := range []struct {

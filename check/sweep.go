@@ -171,7 +171,7 @@ func (rep *SweepReport) run(ctx context.Context, src *probe.ReadSource, cells []
 		}
 		in := time.Since(time.Unix(0, cellStart.Load()))
 		f += min(1, in.Seconds()/time.Duration(cellRuntime.Load()).Seconds()) / float64(len(cells))
-		return f, fmt.Sprintf("%d/%d: %s %s QD%d", n+1, len(cells), sizeString(int64(c.BlockSize)), c.Pattern, c.Depth)
+		return f, fmt.Sprintf("%d/%d: %s %s QD%d", n+1, len(cells), blockSize(c.BlockSize), c.Pattern, c.Depth)
 	})
 	// The largest blocks run first: a cell whose first round of I/O outlasts its runtime
 	// (32 × 64 MiB in flight) overruns it, and the smaller cells after it share what is
@@ -194,7 +194,7 @@ func (rep *SweepReport) run(ctx context.Context, src *probe.ReadSource, cells []
 			&probe.Env{Budget: probe.Unlimited})
 		if err != nil {
 			stop(false)
-			return fmt.Errorf("%s %s reads at queue depth %d: %w", sizeString(int64(c.BlockSize)), c.Pattern, c.Depth, err)
+			return fmt.Errorf("%s %s reads at queue depth %d: %w", blockSize(c.BlockSize), c.Pattern, c.Depth, err)
 		}
 		c.fill(res.Read, res.Elapsed)
 		done.Add(1)
