@@ -78,47 +78,59 @@ func TestSweepOfABlockDeviceReadsEveryCellAndWritesNothing(t *testing.T) {
 	}
 }
 
+// dirsToMeasure are a loop-mounted ext4 and a directory on this machine's own disk.
+func dirsToMeasure(t *testing.T) map[string]string {
+	_, loop := testenv.LoopExt4(t, 256<<20)
+	return map[string]string{"loop ext4": loop, "this machine's disk": t.TempDir()}
+}
+
 func TestSweepOfADirectoryReadsItsOwnFileAndRemovesIt(t *testing.T) {
 	testenv.RequireRoot(t)
-	_, dir := testenv.LoopExt4(t, 256<<20)
-	r := runCheck(t, 2*time.Minute, "--profile=sweep", "--runtime=20ms", "--iodepth=4", "--file-size=16MiB", dir)
-	if r.code != 0 {
-		t.Fatalf("exit %d, want 0\nstderr:\n%s", r.code, r.stderr)
+	for name, dir := range dirsToMeasure(t) {
+		t.Run(name, func(t *testing.T) {
+			r := runCheck(t, 2*time.Minute, "--profile=sweep", "--runtime=20ms", "--iodepth=4", "--file-size=16MiB", dir)
+			if r.code != 0 {
+				t.Fatalf("exit %d, want 0\nstderr:\n%s", r.code, r.stderr)
+			}
+			for _, want := range []string{"random read", "sequential read", "QD1 IO/s", "QD4 IO/s", "16 MiB", "a 16.0 MiB file of its own"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("summary lacks %q:\n%s", want, r.stdout)
+				}
+			}
+			// The file holds 16 MiB: the sweep stops at that block size.
+			if strings.Contains(r.stdout, "32 MiB") {
+				t.Errorf("the sweep read blocks larger than its file:\n%s", r.stdout)
+			}
+			assertNothingLeft(t, dir)
+		})
 	}
-	for _, want := range []string{"random read", "sequential read", "QD1 IO/s", "QD4 IO/s", "16 MiB", "a 16.0 MiB file of its own"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
-		}
-	}
-	// The file holds 16 MiB: the sweep stops at that block size.
-	if strings.Contains(r.stdout, "32 MiB") {
-		t.Errorf("the sweep read blocks larger than its file:\n%s", r.stdout)
-	}
-	assertNothingLeft(t, dir)
 }
 
 func TestRandRWWritesOnlyItsOwnFileAndReportsBothSides(t *testing.T) {
 	testenv.RequireRoot(t)
-	_, dir := testenv.LoopExt4(t, 256<<20)
-	r := runCheck(t, 2*time.Minute, "--profile=randrw", "--json", "--runtime=1s", "--iodepth=4", "--bs=16KiB", "--rwmixread=70", "--file-size=32MiB", dir)
-	if r.code != 0 {
-		t.Fatalf("exit %d, want 0\nstderr:\n%s", r.code, r.stderr)
+	for name, dir := range dirsToMeasure(t) {
+		t.Run(name, func(t *testing.T) {
+			r := runCheck(t, 2*time.Minute, "--profile=randrw", "--json", "--runtime=1s", "--iodepth=4", "--bs=16KiB", "--rwmixread=70", "--file-size=32MiB", dir)
+			if r.code != 0 {
+				t.Fatalf("exit %d, want 0\nstderr:\n%s", r.code, r.stderr)
+			}
+			doc := decode(t, r)
+			assertDocumented(t, doc, check.DocumentedRandRWJSONFields)
+			reads, _ := field(doc, "read", "ops").(float64)
+			writes, _ := field(doc, "write", "ops").(float64)
+			if reads == 0 || writes == 0 {
+				t.Fatalf("reads %v, writes %v; want both", reads, writes)
+			}
+			// 70 % reads, within what a second of random choices allows.
+			if share := reads / (reads + writes); share < 0.6 || share > 0.8 {
+				t.Errorf("read share %.2f with --rwmixread=70", share)
+			}
+			if field(doc, "block_size_bytes") != 16384.0 || field(doc, "iodepth") != 4.0 || field(doc, "source", "kind") != "file" {
+				t.Errorf("job %v %v %v", field(doc, "block_size_bytes"), field(doc, "iodepth"), field(doc, "source"))
+			}
+			assertNothingLeft(t, dir)
+		})
 	}
-	doc := decode(t, r)
-	assertDocumented(t, doc, check.DocumentedRandRWJSONFields)
-	reads, _ := field(doc, "read", "ops").(float64)
-	writes, _ := field(doc, "write", "ops").(float64)
-	if reads == 0 || writes == 0 {
-		t.Fatalf("reads %v, writes %v; want both", reads, writes)
-	}
-	// 70 % reads, within what a second of random choices allows.
-	if share := reads / (reads + writes); share < 0.6 || share > 0.8 {
-		t.Errorf("read share %.2f with --rwmixread=70", share)
-	}
-	if field(doc, "block_size_bytes") != 16384.0 || field(doc, "iodepth") != 4.0 || field(doc, "source", "kind") != "file" {
-		t.Errorf("job %v %v %v", field(doc, "block_size_bytes"), field(doc, "iodepth"), field(doc, "source"))
-	}
-	assertNothingLeft(t, dir)
 }
 
 func TestRandRWNeverWritesABlockDevice(t *testing.T) {
