@@ -38,14 +38,19 @@ func (s Source) describe() string {
 	return fmt.Sprintf("a %s file of its own, written in full first", sizeString(s.Bytes))
 }
 
+// jobHeader writes what was measured, as the etcd profile's summary starts.
+func jobHeader(b *strings.Builder, path string, dev *Device, label string, src Source) {
+	fmt.Fprintf(b, "path:      %s\n", path)
+	fmt.Fprintf(b, "device:    %s\n", deviceLine(dev))
+	fmt.Fprintf(b, "%-10s %s\n", label, src.describe())
+}
+
 // WriteText writes one table per pattern, a row per block size, depth 1 and the deep
 // queue side by side: where IO/s stop growing with the block size and MB/s take over is
 // where the volume's IOPS cap ends and its bandwidth cap begins.
 func (rep *SweepReport) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "path:      %s\n", rep.Path)
-	fmt.Fprintf(&b, "device:    %s\n", deviceLine(rep.Device))
-	fmt.Fprintf(&b, "read:      %s\n", rep.Source.describe())
+	jobHeader(&b, rep.Path, rep.Device, "read:", rep.Source)
 	fmt.Fprintf(&b, "sweep:     %d cells of %s O_DIRECT reads, queue depth 1 and %d, in %s (advertised %s)\n",
 		len(rep.Cells), rep.Runtime, rep.Depth, formatSeconds(rep.Elapsed), formatSeconds(rep.Advertised))
 	depths := []int{1}
@@ -100,9 +105,7 @@ func (rep *SweepReport) cell(bs int, p Pattern, depth int) (Cell, bool) {
 // WriteText writes fio's two sides of a mixed job.
 func (rep *RandRWReport) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "path:      %s\n", rep.Path)
-	fmt.Fprintf(&b, "device:    %s\n", deviceLine(rep.Device))
-	fmt.Fprintf(&b, "on:        %s\n", rep.Source.describe())
+	jobHeader(&b, rep.Path, rep.Device, "on:", rep.Source)
 	fmt.Fprintf(&b, "randrw:    %s O_DIRECT I/O at random offsets, %d%% reads, queue depth %d, for %s\n\n",
 		blockSize(rep.BlockSize), rep.ReadMix, rep.Depth, formatSeconds(rep.Elapsed))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
