@@ -63,8 +63,9 @@ fuzz:
 	$(GO) test ./config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
 # Rewrites BENCHMARKS.md and bench/plots/*.png (see bench/doc.go): agreement with fio,
-# CPU per operation, scrape cost, memory, disk budget, hot paths. Root only (loop devices,
-# blkio cgroups, mounts); about 10 minutes. The plots come from bench/plot, a module of its
+# CPU per operation, scrape cost, memory, disk budget, hot paths, check's queue-depth jobs
+# against fio's libaio (about 6 minutes of the total). Root only (loop devices, blkio
+# cgroups, mounts). The plots come from bench/plot, a module of its
 # own, so that the exporter's go.mod carries no plotting library.
 BENCH_TIMEOUT ?= 40m
 bench:

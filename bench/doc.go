@@ -1,6 +1,9 @@
 // Package bench measures diskprobe_exporter against fio and against its own promises:
-// latency agreement with fio, the prober's CPU, memory and disk cost, and the scrape
-// cost at scale. It drives the probe package directly, so what it measures is the code
-// the daemon runs. `make bench` runs TestBenchReport, which rewrites BENCHMARKS.md; the
-// Go benchmarks in hotpath_test.go cover allocations and contention on the hot paths.
+// latency agreement with fio, the prober's CPU, memory and disk cost, the scrape cost at
+// scale, and check's queue-depth jobs (sweep, randrw) against fio's libaio. It drives the
+// probe package directly, so what it measures is the code the daemon runs. `make bench`
+// runs TestBenchReport, which rewrites BENCHMARKS.md; the Go benchmarks in hotpath_test.go
+// cover allocations and contention on the hot paths. The library the tests share (fio
+// runs, probe loops in a child process, the report) lives in internal/benchkit, so it is
+// not public API of the module.
 package bench

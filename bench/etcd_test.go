@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
+
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -24,43 +26,13 @@ import (
 // and the prober's fdatasyncs queued behind etcd's own: a heavier tail than etcd's.)
 const etcdPutRate = 100
 
-// etcdEdges are etcd's wal_fsync bucket edges (seconds) up to 1 s: powers of two from 1 ms.
-var etcdEdges = []float64{0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024}
-
-// EtcdDisk is one disk of the etcd comparison.
-type EtcdDisk struct {
-	Name    string
-	Device  string
-	Window  time.Duration
-	Puts    int64 // etcd puts the load made in the window
-	PutRate int   // puts a second the load aimed at
-
-	// From Prometheus, over the window: etcd's wal_fsync and our fdatasync.
-	EtcdSyncs, OurSyncs           float64
-	EtcdShares, OurShares         []float64 // share ≤ each of etcdEdges
-	EtcdP50, EtcdP99              float64   // histogram_quantile from etcd's buckets
-	OurP50, OurP99                float64   // histogram_quantile from our native buckets
-	OurClassicP50, OurClassicP99  float64   // and from our classic buckets
-	EtcdVerdictOK, OurVerdictOK   bool      // p99 under 10 ms
-	CheckVerdict, CheckPerfResult string    // diskprobe_exporter check, etcdctl check perf
-	CheckTime, CheckPerfTime      time.Duration
-	CheckIO, CheckPerfIO          DiskIO
-	CheckCommand, CheckPerfCmd    string
-}
-
-// DiskIO is what a command cost the device, from /proc/diskstats.
-type DiskIO struct {
-	Writes, Flushes uint64
-	WrittenBytes    uint64
-}
-
 // measureEtcd runs a single-member etcd (Debian's) on dir with a steady put load while the
 // exporter probes the same filesystem from a probe_dir beside etcd's data directory, for
 // window; a Prometheus with native histograms scrapes both every second. Then it runs
 // `diskprobe_exporter check` and `etcdctl check perf` on the same filesystem. cg, when not
 // nil, is the blkio cgroup every process doing I/O joins (the throttled disk).
-func measureEtcd(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, window time.Duration, checkSize string) *EtcdDisk {
-	d := &EtcdDisk{Name: name, Device: dev, Window: window, PutRate: etcdPutRate}
+func measureEtcd(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, window time.Duration, checkSize string) *benchkit.EtcdDisk {
+	d := &benchkit.EtcdDisk{Name: name, Device: dev, Window: window, PutRate: etcdPutRate}
 	data, beside := filepath.Join(dir, "etcd"), filepath.Join(dir, "diskprobe-etcd")
 	if err := os.Mkdir(beside, 0o700); err != nil {
 		t.Fatal(err)
@@ -123,7 +95,7 @@ func measureEtcd(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, window
 	ourRate := `sum(rate(diskprobe_fdatasync_duration_seconds` + rng + `))`
 	d.EtcdSyncs = q(prom, `sum(increase(etcd_disk_wal_fsync_duration_seconds_count`+rng+`))`)
 	d.OurSyncs = q(prom, `sum(histogram_count(increase(diskprobe_fdatasync_duration_seconds`+rng+`)))`)
-	for _, e := range etcdEdges {
+	for _, e := range benchkit.EtcdEdges {
 		d.EtcdShares = append(d.EtcdShares, q(prom, fmt.Sprintf(`sum(rate(etcd_disk_wal_fsync_duration_seconds_bucket{le="%g"}%s)) / sum(rate(etcd_disk_wal_fsync_duration_seconds_count%s))`, e, rng, rng)))
 		d.OurShares = append(d.OurShares, q(prom, fmt.Sprintf(`histogram_fraction(0, %g, %s)`, e, ourRate)))
 	}
@@ -136,7 +108,7 @@ func measureEtcd(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, window
 	d.OurClassicP99 = q(classic, `histogram_quantile(0.99, `+classicRate+`)`)
 	d.EtcdVerdictOK, d.OurVerdictOK = d.EtcdP99 < 0.01, d.OurP99 < 0.01
 	t.Logf("%s: etcd %.0f syncs p50 %s p99 %s; ours %.0f syncs p50 %s p99 %s (classic %s, %s); %d puts",
-		name, d.EtcdSyncs, dur(d.EtcdP50*1e9), dur(d.EtcdP99*1e9), d.OurSyncs, dur(d.OurP50*1e9), dur(d.OurP99*1e9), dur(d.OurClassicP50*1e9), dur(d.OurClassicP99*1e9), d.Puts)
+		name, d.EtcdSyncs, benchkit.Dur(d.EtcdP50*1e9), benchkit.Dur(d.EtcdP99*1e9), d.OurSyncs, benchkit.Dur(d.OurP50*1e9), benchkit.Dur(d.OurP99*1e9), benchkit.Dur(d.OurClassicP50*1e9), benchkit.Dur(d.OurClassicP99*1e9), d.Puts)
 	exp.Signal(15)
 	<-exp.Done()
 
@@ -153,7 +125,7 @@ func measureEtcd(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, window
 
 // timedOnDevice runs a command (in cg when not nil) and returns its wall time, what the
 // device saw meanwhile, and its verdict line (PASS/FAIL, or etcdctl's last line).
-func timedOnDevice(t *testing.T, dev string, cg *testenv.Cgroup, name string, args ...string) (time.Duration, DiskIO, string) {
+func timedOnDevice(t *testing.T, dev string, cg *testenv.Cgroup, name string, args ...string) (time.Duration, benchkit.DiskIO, string) {
 	t.Helper()
 	before := stats(t, dev)
 	cmd := exec.Command(name, args...)
@@ -169,7 +141,7 @@ func timedOnDevice(t *testing.T, dev string, cg *testenv.Cgroup, name string, ar
 	cmd.Wait() // a FAIL verdict exits non-zero: the output says which
 	took := time.Since(start)
 	after := stats(t, dev)
-	io := DiskIO{Writes: after.WriteIOs - before.WriteIOs, Flushes: after.FlushIOs - before.FlushIOs,
+	io := benchkit.DiskIO{Writes: after.WriteIOs - before.WriteIOs, Flushes: after.FlushIOs - before.FlushIOs,
 		WrittenBytes: (after.WriteSectors - before.WriteSectors) * 512}
 	return took, io, verdictLine(out.String())
 }
@@ -201,7 +173,7 @@ func etcdPut(url, key, value string) error {
 
 // measureEtcdDisks compares on this machine's disk (dir) and on a loop ext4 throttled to
 // 20 write IOPS.
-func measureEtcdDisks(t *testing.T, dir string, window time.Duration) []*EtcdDisk {
+func measureEtcdDisks(t *testing.T, dir string, window time.Duration) []*benchkit.EtcdDisk {
 	testenv.RequireTools(t, "etcd", "etcdctl", "prometheus")
 	hostDir, err := os.MkdirTemp(dir, "etcd-bench-")
 	if err != nil {
@@ -217,7 +189,7 @@ func measureEtcdDisks(t *testing.T, dir string, window time.Duration) []*EtcdDis
 	dev, mnt := testenv.LoopExt4(t, 2<<30)
 	cg := testenv.ThrottleWrites(t, dev, 20)
 	throttled := measureEtcd(t, "loop ext4 throttled to 20 write IOPS", mnt, filepath.Base(dev), cg, window, "1MiB")
-	return []*EtcdDisk{healthy, throttled}
+	return []*benchkit.EtcdDisk{healthy, throttled}
 }
 
 // TestEtcdAgreement runs only the etcd comparison of make bench (DISKPROBE_BENCH_ETCD=1;
@@ -229,11 +201,17 @@ func TestEtcdAgreement(t *testing.T) {
 	}
 	testenv.RequireRoot(t)
 	dir := benchDir(t)
-	rep := &Report{Date: time.Now(), Machine: machine(t, dir)}
+	rep := &benchkit.Report{Date: time.Now(), Machine: machine(t, dir)}
 	rep.Etcd = measureEtcdDisks(t, dir, 3*time.Minute)
 	for _, d := range rep.Etcd {
 		t.Logf("%+v", *d)
 	}
+	spliceReport(t, "etcd", rep.SpliceEtcd)
+}
+
+// spliceReport rewrites one section of the report named by DISKPROBE_BENCH_REPORT, when
+// set, with splice: a part of make bench run alone.
+func spliceReport(t *testing.T, section string, splice func(doc string) (string, error)) {
 	out := os.Getenv(reportEnv)
 	if out == "" {
 		return
@@ -242,12 +220,12 @@ func TestEtcdAgreement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spliced, err := rep.SpliceEtcd(string(doc))
+	spliced, err := splice(string(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(out, []byte(spliced), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("rewrote the etcd section of %s", out)
+	t.Logf("rewrote the %s section of %s", section, out)
 }

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -21,7 +23,7 @@ import (
 )
 
 // The hot paths: one operation per iteration through the probe package, exactly as the
-// daemon's worker calls it (Round with the Unlimited budget standing in for a budget that
+// daemon's worker calls it (benchkit.Round with the Unlimited budget standing in for a budget that
 // has tokens), each sample observed into a histogram built like the daemon's. Run with
 // -benchmem: allocs/op must be 0.
 
@@ -68,7 +70,7 @@ func newRandread(tb testing.TB, dir string, size int64) *probe.Randread {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { src.Remove() })
-	if err := Prepare(context.Background(), src); err != nil {
+	if err := benchkit.Prepare(context.Background(), src); err != nil {
 		tb.Fatal(err)
 	}
 	p, err := probe.NewRandread(src, 1, 4096)

@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
+
 	"os"
 	"testing"
 )
 
 func TestMain(m *testing.M) {
-	if LoopMain() {
+	if benchkit.LoopMain() {
 		return
 	}
 	os.Exit(m.Run())

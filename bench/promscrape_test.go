@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
+
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,7 +23,7 @@ const (
 // native histograms enabled, and reads back what Prometheus itself reports of each scrape:
 // scrape_duration_seconds covers the request with Prometheus's own Accept and
 // Accept-Encoding headers, gzip and reading the whole body.
-func measurePrometheusScrape(t *testing.T, window time.Duration) []*PromScrape {
+func measurePrometheusScrape(t *testing.T, window time.Duration) []*benchkit.PromScrape {
 	testenv.RequireTools(t, "prometheus", "prometheus-node-exporter")
 	bin := testenv.Binary(t)
 	nodeBin, err := exec.LookPath("prometheus-node-exporter")
@@ -34,7 +36,7 @@ func measurePrometheusScrape(t *testing.T, window time.Duration) []*PromScrape {
 	// Let the probe files be prepared and every series exist before Prometheus looks.
 	time.Sleep(20 * time.Second)
 
-	var out []*PromScrape
+	var out []*benchkit.PromScrape
 	for _, setting := range []struct {
 		name  string
 		flags []string
@@ -47,11 +49,11 @@ func measurePrometheusScrape(t *testing.T, window time.Duration) []*PromScrape {
 			Flags: setting.flags,
 		})
 		time.Sleep(window + 5*time.Second)
-		ps := &PromScrape{Setting: setting.name, Window: window}
+		ps := &benchkit.PromScrape{Setting: setting.name, Window: window}
 		rng := fmt.Sprintf("[%ds]", int(window.Seconds()))
 		for _, side := range []struct {
 			job string
-			to  *ScrapeSeen
+			to  *benchkit.ScrapeSeen
 		}{{jobOurs, &ps.Ours}, {jobNode, &ps.Node}} {
 			q := func(expr string) float64 {
 				v, err := prom.Value(fmt.Sprintf(expr, side.job))

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
+
 	"bufio"
 	"compress/gzip"
 	"os"
@@ -54,7 +56,7 @@ func TestBenchReport(t *testing.T) {
 		}
 	}
 	dir := benchDir(t)
-	rep := &Report{Date: start, PlotsDir: "bench/plots",
+	rep := &benchkit.Report{Date: start, PlotsDir: "bench/plots",
 		Command: "make bench (as root): DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./bench -run '^TestBenchReport$' -count=1 -v -timeout 40m; then (cd bench/plot && go run . -in ../plots/cdf.json -out ../plots)"}
 	rep.Machine = machine(t, dir)
 
@@ -67,11 +69,12 @@ func TestBenchReport(t *testing.T) {
 	if !ok {
 		t.FailNow()
 	}
-	rep.CPU = []*CPUFigure{cpuFigure("write+fdatasync operations", rep.Cases[0]), cpuFigure("4 KiB random reads", rep.Cases[2])}
+	rep.CPU = []*benchkit.CPUFigure{cpuFigure("write+fdatasync operations", rep.Cases[0]), cpuFigure("4 KiB random reads", rep.Cases[2])}
 
 	ok = t.Run("hotpaths", func(t *testing.T) { rep.Hot, rep.ScrapeServing = hotPaths(t, dir), scrapeServing(t) })
 	ok = ok && t.Run("scale", func(t *testing.T) { rep.Scale = measureScale(t, window) })
 	ok = ok && t.Run("prometheus", func(t *testing.T) { rep.PromScrape = measurePrometheusScrape(t, 80*time.Second) })
+	ok = ok && t.Run("queue", func(t *testing.T) { rep.Queue = measureQueue(t) })
 	ok = ok && t.Run("etcd", func(t *testing.T) { rep.Etcd = measureEtcdDisks(t, dir, 3*time.Minute) })
 	if !ok {
 		t.FailNow()
@@ -105,19 +108,19 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 // hotPaths runs the Go benchmarks of this package and parses their output.
-func hotPaths(t *testing.T, dir string) *HotPaths {
+func hotPaths(t *testing.T, dir string) *benchkit.HotPaths {
 	return goBench(t, ".", []string{"DISKPROBE_BENCH_DIR=" + dir, reportEnv + "="},
 		"-run", "^$", "-bench", ".", "-benchmem", "-benchtime", "2s", "-count", "1")
 }
 
 // scrapeServing runs collector's BenchmarkScrape64Targets: the exporter's serving path
 // against client_golang's histograms and promhttp's gzip level, side by side.
-func scrapeServing(t *testing.T) *HotPaths {
+func scrapeServing(t *testing.T) *benchkit.HotPaths {
 	return goBench(t, "../collector", nil, "-run", "^$", "-bench", "Scrape64Targets", "-benchmem", "-benchtime", "300x", "-count", "6")
 }
 
 // goBench runs `go test` with args on the package directory pkg and parses the output.
-func goBench(t *testing.T, pkg string, env []string, args ...string) *HotPaths {
+func goBench(t *testing.T, pkg string, env []string, args ...string) *benchkit.HotPaths {
 	cmd := exec.Command("go", append(append([]string{"test"}, args...), ".")...)
 	cmd.Dir = pkg
 	cmd.Env = append(os.Environ(), env...)
@@ -136,7 +139,7 @@ func goBench(t *testing.T, pkg string, env []string, args ...string) *HotPaths {
 	if pkg != "." {
 		name = "./" + strings.TrimPrefix(pkg, "../")
 	}
-	h := &HotPaths{Command: strings.TrimSpace(strings.Join(env, " ") + " go test " + name + " " + strings.Join(quoted, " "))}
+	h := &benchkit.HotPaths{Command: strings.TrimSpace(strings.Join(env, " ") + " go test " + name + " " + strings.Join(quoted, " "))}
 	var kept []string
 	for _, line := range strings.Split(string(outp), "\n") {
 		if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "cpu:") || strings.HasPrefix(line, "goos:") {
@@ -146,7 +149,7 @@ func goBench(t *testing.T, pkg string, env []string, args ...string) *HotPaths {
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
-		b := GoBench{Name: f[0], Metrics: map[string]float64{}}
+		b := benchkit.GoBench{Name: f[0], Metrics: map[string]float64{}}
 		b.N, _ = strconv.Atoi(f[1])
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
@@ -163,8 +166,8 @@ func goBench(t *testing.T, pkg string, env []string, args ...string) *HotPaths {
 	return h
 }
 
-func machine(t *testing.T, dir string) Machine {
-	m := Machine{NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Fio: FioVersion(), BenchDir: dir}
+func machine(t *testing.T, dir string) benchkit.Machine {
+	m := benchkit.Machine{NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Fio: benchkit.FioVersion(), BenchDir: dir}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		m.Kernel = unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Machine[:])

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -191,13 +193,13 @@ func stats(t *testing.T, dev string) device.Stats {
 // measureScale runs the default-config exporter (disk budget, memory at 1 target) and
 // a 64-target exporter (scrape cost, memory) side by side for window, with Debian's
 // node_exporter beside them for the scrape comparison.
-func measureScale(t *testing.T, window time.Duration) *Scale {
+func measureScale(t *testing.T, window time.Duration) *benchkit.Scale {
 	bin := testenv.Binary(t)
 	nodeBin, err := exec.LookPath("prometheus-node-exporter")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Scale{Window: window, BaselineWindow: 10 * time.Second}
+	s := &benchkit.Scale{Window: window, BaselineWindow: 10 * time.Second}
 
 	// The default configuration on an otherwise idle ext4 (1 GiB min_free + 320 MiB of files).
 	devA, mntA := testenv.LoopExt4(t, 3<<30)
@@ -209,7 +211,7 @@ func measureScale(t *testing.T, window time.Duration) *Scale {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Prepare(context.Background(), src); err != nil {
+	if err := benchkit.Prepare(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
 	src.Close()
@@ -293,7 +295,7 @@ func measureScale(t *testing.T, window time.Duration) *Scale {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	if err := Prepare(context.Background(), src); err != nil {
+	if err := benchkit.Prepare(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
 	seq, err := probe.NewSeqread(src, 64<<20, 1<<20)
@@ -309,7 +311,7 @@ func measureScale(t *testing.T, window time.Duration) *Scale {
 	after = stats(t, devA)
 	s.SeqreadBusy, s.SeqreadIO = after.IOTicks-before.IOTicks, res.IO
 	t.Logf("scale: scrape medians 64 targets %v, node_exporter %v, 1 target %v; RSS %d / %d bytes; busy %v in %v, seqread round %v",
-		medianDur(s.ScrapeOurs), medianDur(s.ScrapeNode), medianDur(s.ScrapeDefault), s.RSS1, s.RSS64, s.IOTicks, s.Window, s.SeqreadBusy)
+		benchkit.MedianDur(s.ScrapeOurs), benchkit.MedianDur(s.ScrapeNode), benchkit.MedianDur(s.ScrapeDefault), s.RSS1, s.RSS64, s.IOTicks, s.Window, s.SeqreadBusy)
 	return s
 }
 

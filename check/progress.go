@@ -123,3 +123,11 @@ func formatSeconds(d time.Duration) string {
 	}
 	return d.Round(time.Minute).String()
 }
+
+// note writes one line ahead of the phases, such as how long the run will take. A nil
+// Progress writes nothing.
+func (p *Progress) note(line string) {
+	if p != nil {
+		fmt.Fprintln(p.w, line)
+	}
+}

@@ -14,7 +14,7 @@ import (
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "path:      %s\n", r.Path)
-	fmt.Fprintf(&b, "device:    %s\n", r.deviceLine())
+	fmt.Fprintf(&b, "device:    %s\n", deviceLine(r.Device))
 	if f := r.Fsync; f != nil {
 		fmt.Fprintf(&b, "\nfsync (etcd's fio recipe): %d ops of %d B write + fdatasync into a fallocated file, %s in %s, %.0f writes/s\n",
 			f.Ops, f.BlockSize, sizeString(int64(f.Ops)*int64(f.BlockSize)), formatSeconds(f.Elapsed), f.WritesPerSecond)
@@ -47,8 +47,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	return err
 }
 
-func (r *Report) deviceLine() string {
-	d := r.Device
+func deviceLine(d *Device) string {
 	if d == nil {
 		return "unknown (no block device found for the path)"
 	}
@@ -120,6 +119,7 @@ func sizeString(n int64) string {
 // The JSON output, documented in docs/check.md. Field names are a stable interface:
 // add, never rename. Durations are seconds.
 type jsonReport struct {
+	Profile          string     `json:"profile"`
 	Path             string     `json:"path"`
 	Device           *Device    `json:"device"`
 	Verdict          Verdict    `json:"verdict"`
@@ -161,6 +161,7 @@ type jsonSeqread struct {
 // WriteJSON writes the report as one JSON object and a newline.
 func (r *Report) WriteJSON(w io.Writer) error {
 	out := jsonReport{
+		Profile:          ProfileEtcd,
 		Path:             r.Path,
 		Device:           r.Device,
 		Verdict:          r.Verdict,
@@ -190,7 +191,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // of object keys (docs/check.md documents each).
 var DocumentedJSONFields = func() [][]string {
 	fields := [][]string{
-		{"path"}, {"device"}, {"device", "name"}, {"device", "disk"}, {"device", "model"}, {"device", "serial"}, {"device", "rotational"},
+		{"profile"}, {"path"}, {"device"}, {"device", "name"}, {"device", "disk"}, {"device", "model"}, {"device", "serial"}, {"device", "rotational"},
 		{"verdict"}, {"threshold_seconds"}, {"warnings"},
 		{"probes", "fsync", "ops"}, {"probes", "fsync", "block_size_bytes"}, {"probes", "fsync", "duration_seconds"}, {"probes", "fsync", "writes_per_second"},
 		{"probes", "randread", "ops"}, {"probes", "randread", "block_size_bytes"}, {"probes", "randread", "duration_seconds"}, {"probes", "randread", "reads_per_second"},

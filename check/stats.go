@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/latency"
 )
 
 // Latency sums up the raw samples of one system call. Percentiles are exact, read from
@@ -47,29 +49,14 @@ func Summarize(samples []time.Duration) Latency {
 	return Latency{
 		Count:  n,
 		Min:    samples[0],
-		P50:    Percentile(samples, 50),
-		P90:    Percentile(samples, 90),
-		P99:    Percentile(samples, 99),
-		P999:   Percentile(samples, 99.9),
+		P50:    latency.Percentile(samples, 50),
+		P90:    latency.Percentile(samples, 90),
+		P99:    latency.Percentile(samples, 99),
+		P999:   latency.Percentile(samples, 99.9),
 		Max:    samples[n-1],
 		Mean:   time.Duration(math.Round(mean)),
 		Stddev: time.Duration(math.Round(stddev)),
 	}
-}
-
-// Percentile is the nearest-rank p-th percentile of sorted samples: the sample at rank
-// ceil(p/100 × n). With fewer than 1000 samples p99.9 is therefore the maximum.
-func Percentile(sorted []time.Duration, p float64) time.Duration {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	// The rank is computed in integer thousandths of a percent so that 99.9 % of 1000
-	// samples is rank 999 exactly, not 999.0000000000001 rounded up to 1000.
-	milli := int64(math.Round(p * 1000))
-	rank := (milli*int64(n) + 100_000 - 1) / 100_000
-	rank = max(1, min(rank, int64(n)))
-	return sorted[rank-1]
 }
 
 // MarshalJSON writes the summary in seconds, with the field names of the documented

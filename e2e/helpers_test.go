@@ -5,6 +5,8 @@
 package e2e
 
 import (
+	"github.com/diskprobe/diskprobe_exporter/internal/latency"
+
 	"bufio"
 	"fmt"
 	"math"
@@ -312,13 +314,7 @@ func roundGaps(obs []observation, target, probe string) []time.Duration {
 
 // percentile of durations (p in 0..1), nearest rank.
 func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(math.Ceil(p*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
+	return latency.Percentile(latency.Sorted(ds), 100*p)
 }
 
 // add sums two histograms with the same buckets.

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/diskprobe/diskprobe_exporter/internal/latency"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
@@ -175,7 +176,7 @@ func TestCompareReadProbesWithFio(t *testing.T) {
 		d := ourRandread(t, src, runtime)
 		fioLat := fioRun(t, file, runtime, "--rw=randread", "--bs=4k")
 		t.Logf("pass %d randread 4k QD1: diskprobe %d reads p50 %v p99 %v | fio psync clat %d reads p50 %v p99 %v",
-			pass, len(d), pct(d, 50), pct(d, 99), fioLat.Read.TotalIOs,
+			pass, len(d), latency.Percentile(d, 50), latency.Percentile(d, 99), fioLat.Read.TotalIOs,
 			time.Duration(fioLat.Read.ClatNs.Percentile["50.000000"]), time.Duration(fioLat.Read.ClatNs.Percentile["99.000000"]))
 
 		inIO, wall := ourSeqread(t, src, runtime)
@@ -222,15 +223,6 @@ func ourSeqread(t *testing.T, src *ReadSource, runtime time.Duration) (inIO, wal
 		io += res.IO
 	}
 	return float64(bytes) / io.Seconds(), float64(bytes) / time.Since(start).Seconds()
-}
-
-// pct is the exact p-th percentile (nearest rank) of sorted durations.
-func pct(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(float64(len(sorted))*p/100+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 type fioJob struct {

@@ -108,6 +108,10 @@ func (s *ReadSource) ready() bool {
 // Reused reports whether a prepared file from an earlier run was taken as it was.
 func (s *ReadSource) Reused() bool { return s.prep != nil && s.prep.reused }
 
+// Alignment is the O_DIRECT alignment of offsets and sizes (check's sweep skips block
+// sizes below it).
+func (s *ReadSource) Alignment() int64 { return s.align }
+
 // Progress is the share of the file written so far.
 func (s *ReadSource) Progress() float64 {
 	if s.prep == nil || s.Ready() {

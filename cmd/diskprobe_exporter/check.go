@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +23,7 @@ import (
 // checkCommand is `diskprobe_exporter check PATH`.
 type checkCommand struct {
 	name      string
+	profile   *string
 	path      *string
 	probeDir  *string
 	probes    *string
@@ -30,6 +33,16 @@ type checkCommand struct {
 	threshold *time.Duration
 	json      *bool
 	progress  *bool
+
+	// sweep and randrw
+	iodepth   *int
+	runtime   *time.Duration
+	bs        *string
+	rwmixread *int
+	fileSize  *string
+
+	// which flags the user gave, to refuse those of another profile by name
+	set map[string]*bool
 }
 
 // stuckGrace is how long an interrupted check waits for an I/O still in the kernel
@@ -37,26 +50,61 @@ type checkCommand struct {
 const stuckGrace = 10 * time.Second
 
 func addCheckCommand(app *kingpin.Application) *checkCommand {
-	cmd := app.Command("check", "Measure PATH once with etcd's fio recipe and give a PASS/FAIL verdict against etcd's targets. "+
-		"Exit status: 0 PASS (or no verdict), 1 FAIL, 2 error.")
-	return &checkCommand{
-		name:      cmd.FullCommand(),
-		path:      cmd.Arg("path", "Directory (or block device, read probes only) to measure.").Required().String(),
-		probeDir:  cmd.Flag("probe-dir", "Write the check's files in this directory instead of PATH, which is then only stat'ed (it must be on PATH's filesystem): measure etcd's disk without writing inside /var/lib/etcd.").String(),
-		probes:    cmd.Flag("probes", "Comma-separated probes to run: fsync, randread, seqread. Default: fsync on a directory, randread on a block device.").String(),
-		size:      cmd.Flag("size", "Bytes the fsync job writes (fio --size).").Default(config.FormatSize(check.DefaultSize)).String(),
-		blockSize: cmd.Flag("block-size", "Bytes per write of the fsync job (fio --bs; etcd's WAL entries average about 2300 B).").Default(fmt.Sprint(check.DefaultBlockSize)).String(),
-		duration:  cmd.Flag("duration", "How long the randread probe reads.").Default(check.DefaultDuration.String()).Duration(),
-		threshold: cmd.Flag("threshold", "PASS when the fdatasync p99 is under this (etcd: 10ms).").Default(check.DefaultThreshold.String()).Duration(),
-		json:      cmd.Flag("json", "Print one JSON object on stdout instead of the summary.").Bool(),
-		progress:  cmd.Flag("progress", "Show progress on stderr (a bar on a terminal, a line every 5s otherwise).").Default("true").Bool(),
+	cmd := app.Command("check", "Measure PATH once with the probe code the daemon runs. "+
+		"--profile=etcd (default): etcd's fio recipe and a PASS/FAIL verdict against etcd's targets. "+
+		"--profile=sweep: O_DIRECT reads of every power-of-two block size from the logical block size to 64MiB, random and sequential, at queue depth 1 and --iodepth, IO/s, MB/s, p50 and p99 per cell. "+
+		"--profile=randrw: random mixed reads and writes at --bs, --iodepth and --rwmixread, in a file of its own (a block device is only read, with --rwmixread=100). "+
+		"Every profile removes its files on every exit, Ctrl-C included, and never writes to a block device. "+
+		"Exit status: 0 PASS, or measured without a verdict (sweep, randrw, etcd without fsync), 1 FAIL (etcd), 2 error.")
+	c := &checkCommand{name: cmd.FullCommand(), set: map[string]*bool{}}
+	flag := func(name, help string) *kingpin.FlagClause {
+		c.set[name] = new(bool)
+		return cmd.Flag(name, help).IsSetByUser(c.set[name])
 	}
+	c.profile = cmd.Flag("profile", "What to measure: etcd, sweep or randrw.").Default(check.ProfileEtcd).String()
+	c.path = cmd.Arg("path", "Directory (or block device, only ever read) to measure.").Required().String()
+	c.probeDir = cmd.Flag("probe-dir", "Write the check's files in this directory instead of PATH, which is then only stat'ed (it must be on PATH's filesystem): measure etcd's disk without writing inside /var/lib/etcd.").String()
+	c.probes = flag("probes", "etcd profile: comma-separated probes to run: fsync, randread, seqread. Default: fsync on a directory, randread on a block device.").String()
+	c.size = flag("size", "etcd profile: bytes the fsync job writes (fio --size).").Default(config.FormatSize(check.DefaultSize)).String()
+	c.blockSize = flag("block-size", "etcd profile: bytes per write of the fsync job (fio --bs; etcd's WAL entries average about 2300 B).").Default(fmt.Sprint(check.DefaultBlockSize)).String()
+	c.duration = flag("duration", "etcd profile: how long the randread probe reads.").Default(check.DefaultDuration.String()).Duration()
+	c.threshold = flag("threshold", "etcd profile: PASS when the fdatasync p99 is under this (etcd: 10ms).").Default(check.DefaultThreshold.String()).Duration()
+	c.iodepth = flag("iodepth", "sweep, randrw: I/Os kept in flight (fio --iodepth); the sweep measures depth 1 and this one.").Default(fmt.Sprint(check.DefaultIODepth)).Int()
+	c.runtime = flag("runtime", fmt.Sprintf("sweep: time per cell (default %s; a full sweep advertises its total before it starts); randrw: time of the job (default %s).", check.DefaultCellRuntime, check.DefaultRandRWRuntime)).Duration()
+	c.bs = flag("bs", "randrw: bytes per I/O (fio --bs).").Default(config.FormatSize(check.DefaultRandRWBlock)).String()
+	c.rwmixread = flag("rwmixread", "randrw: percentage of reads (fio --rwmixread); 100 on a block device, which is never written.").Default(fmt.Sprint(check.DefaultRWMixRead)).Int()
+	c.fileSize = flag("file-size", "sweep, randrw on a directory: size of the file of their own, written in full before the first I/O (fio --size).").Default(config.FormatSize(check.DefaultJobFileSize)).String()
+	c.json = cmd.Flag("json", "Print one JSON object on stdout instead of the summary.").Bool()
+	c.progress = cmd.Flag("progress", "Show progress on stderr (a bar on a terminal, a line every 5s otherwise).").Default("true").Bool()
+	return c
+}
+
+// profileFlags are the flags each profile reads; giving another profile's is an error.
+var profileFlags = map[string][]string{
+	check.ProfileEtcd:   {"probes", "size", "block-size", "duration", "threshold"},
+	check.ProfileSweep:  {"iodepth", "runtime", "file-size"},
+	check.ProfileRandRW: {"iodepth", "runtime", "bs", "rwmixread", "file-size"},
+}
+
+// report is what every profile prints.
+type report interface {
+	WriteText(io.Writer) error
+	WriteJSON(io.Writer) error
+	ExitCode() int
 }
 
 func (c *checkCommand) run(paths device.Paths) int {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "check: %v\n", err)
 		return 2
+	}
+	if !slices.Contains(check.Profiles, *c.profile) {
+		return fail(fmt.Errorf("--profile %q: one of %s", *c.profile, strings.Join(check.Profiles, ", ")))
+	}
+	for name, given := range c.set {
+		if *given && !slices.Contains(profileFlags[*c.profile], name) {
+			return fail(fmt.Errorf("--%s does not apply to --profile=%s", name, *c.profile))
+		}
 	}
 	size, err := config.ParseSize(*c.size)
 	if err != nil {
@@ -97,13 +145,17 @@ func (c *checkCommand) run(paths device.Paths) int {
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(signals)
 
+	measure, err := c.profileRun(opts)
+	if err != nil {
+		return fail(err)
+	}
 	type outcome struct {
-		rep *check.Report
+		rep report
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		rep, err := check.Run(ctx, opts)
+		rep, err := measure(ctx)
 		done <- outcome{rep, err}
 	}()
 	var o outcome
@@ -133,6 +185,43 @@ func (c *checkCommand) run(paths device.Paths) int {
 		return fail(err)
 	}
 	return o.rep.ExitCode()
+}
+
+// profileRun is the run of the chosen profile, its flags parsed.
+func (c *checkCommand) profileRun(etcd check.Options) (func(context.Context) (report, error), error) {
+	fileSize, err := config.ParseSize(*c.fileSize)
+	if err != nil {
+		return nil, fmt.Errorf("--file-size: %w", err)
+	}
+	runtime := func(def time.Duration) time.Duration {
+		if *c.set["runtime"] {
+			return *c.runtime
+		}
+		return def
+	}
+	switch *c.profile {
+	case check.ProfileSweep:
+		opts := check.SweepOptions{Path: etcd.Path, ProbeDir: etcd.ProbeDir, Depth: *c.iodepth, Runtime: runtime(check.DefaultCellRuntime),
+			FileSize: fileSize, Paths: etcd.Paths, Progress: etcd.Progress}
+		return func(ctx context.Context) (report, error) { return nilIfError(check.Sweep(ctx, opts)) }, nil
+	case check.ProfileRandRW:
+		bs, err := config.ParseSize(*c.bs)
+		if err != nil {
+			return nil, fmt.Errorf("--bs: %w", err)
+		}
+		opts := check.RandRWOptions{Path: etcd.Path, ProbeDir: etcd.ProbeDir, BlockSize: int(min(bs, 1<<40)), Depth: *c.iodepth, ReadMix: *c.rwmixread,
+			Runtime: runtime(check.DefaultRandRWRuntime), FileSize: fileSize, Paths: etcd.Paths, Progress: etcd.Progress}
+		return func(ctx context.Context) (report, error) { return nilIfError(check.RandRW(ctx, opts)) }, nil
+	}
+	return func(ctx context.Context) (report, error) { return nilIfError(check.Run(ctx, etcd)) }, nil
+}
+
+// nilIfError keeps a typed nil report from becoming a non-nil interface.
+func nilIfError[R report](rep R, err error) (report, error) {
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 func sigName(sig os.Signal) string {

@@ -1,4 +1,4 @@
-package bench
+package benchkit
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 
 func TestEtcdSectionIsSplicedBetweenItsMarkersOnly(t *testing.T) {
 	d := &EtcdDisk{Name: "disk", Window: time.Minute, PutRate: 100, EtcdP99: 0.002, OurP99: 0.0021, EtcdVerdictOK: true, OurVerdictOK: true,
-		EtcdShares: make([]float64, len(etcdEdges)), OurShares: make([]float64, len(etcdEdges)), CheckVerdict: "PASS x", CheckPerfResult: "PASS: y"}
+		EtcdShares: make([]float64, len(EtcdEdges)), OurShares: make([]float64, len(EtcdEdges)), CheckVerdict: "PASS x", CheckPerfResult: "PASS: y"}
 	rep := &Report{Date: time.Now(), Etcd: []*EtcdDisk{d}}
 	doc := "before\n" + etcdBegin + "\nold figures\n" + etcdEnd + "\nafter\n"
 	got, err := rep.SpliceEtcd(doc)

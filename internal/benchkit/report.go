@@ -1,6 +1,8 @@
-package bench
+package benchkit
 
 import (
+	"github.com/diskprobe/diskprobe_exporter/internal/latency"
+
 	"encoding/json"
 	"fmt"
 	"os"
@@ -23,7 +25,9 @@ type Report struct {
 	PromScrape []*PromScrape
 	// Etcd: our fdatasync against a live etcd's own wal_fsync, per disk.
 	Etcd []*EtcdDisk
-	Hot  *HotPaths
+	// Queue: check's queue-depth jobs against fio's libaio, and the sweep's time.
+	Queue *Queue
+	Hot   *HotPaths
 	// ScrapeServing is collector's BenchmarkScrape64Targets: the serving path against
 	// client_golang's histograms and promhttp's gzip level.
 	ScrapeServing *HotPaths
@@ -190,20 +194,20 @@ func (r *Report) rows() []Row {
 			o, f := c.medians(p.f)
 			ratio := c.ratio(p.f)
 			rows = append(rows, Row{Figure: c.Title + ": " + p.name,
-				Value: fmt.Sprintf("%.2f× (%s vs fio %s)", ratio, dur(o), dur(f)),
+				Value: fmt.Sprintf("%.2f× (%s vs fio %s)", ratio, Dur(o), Dur(f)),
 				Goal:  fmt.Sprintf("within ±%.0f %%", p.tol*100), Met: within(ratio, p.tol), Where: c.ID})
 		}
 	}
 	for _, c := range r.CPU {
 		rows = append(rows, Row{Figure: "CPU per 10,000 " + c.What,
-			Value: fmt.Sprintf("%.2f× (%s vs fio %s)", c.Ratio, dur(float64(c.Ours)), dur(float64(c.Fio))),
+			Value: fmt.Sprintf("%.2f× (%s vs fio %s)", c.Ratio, Dur(float64(c.Ours)), Dur(float64(c.Fio))),
 			Goal:  "≤ 1.5× fio", Met: c.Ratio <= 1.5, Where: "cpu"})
 	}
 	if s := r.Scale; s != nil {
-		o, n := medianDur(s.ScrapeOurs), medianDur(s.ScrapeNode)
+		o, n := MedianDur(s.ScrapeOurs), MedianDur(s.ScrapeNode)
 		ratio := s.scrapeRatio()
 		rows = append(rows,
-			Row{Figure: "/metrics latency with Go's HTTP client (a diagnostic), 64 targets, against node_exporter", Value: fmt.Sprintf("%.2f× (medians %s vs %s)", ratio, dur(float64(o)), dur(float64(n))),
+			Row{Figure: "/metrics latency with Go's HTTP client (a diagnostic), 64 targets, against node_exporter", Value: fmt.Sprintf("%.2f× (medians %s vs %s)", ratio, Dur(float64(o)), Dur(float64(n))),
 				NoGoal: true, Where: "scrape"},
 			Row{Figure: "Series per target, default configuration (fsync, randread, seqread)", Value: fmt.Sprintf("%d (was 96)", s.TargetSeriesDefault),
 				NoGoal: true, Where: "promscrape"},
@@ -225,7 +229,7 @@ func (r *Report) rows() []Row {
 	for _, p := range r.PromScrape {
 		ratio := p.Ours.Median / p.Node.Median
 		rows = append(rows, Row{Figure: "Prometheus's scrape_duration_seconds, 64 targets, against node_exporter (" + p.Setting + ")",
-			Value: fmt.Sprintf("%.2f× (medians %s vs %s)", ratio, dur(p.Ours.Median*1e9), dur(p.Node.Median*1e9)),
+			Value: fmt.Sprintf("%.2f× (medians %s vs %s)", ratio, Dur(p.Ours.Median*1e9), Dur(p.Node.Median*1e9)),
 			Goal:  "no longer (≤ 1×)", Met: ratio <= 1, Where: "promscrape"})
 	}
 	if h := r.Hot; h != nil {
@@ -308,14 +312,14 @@ func (r *Report) Markdown() string {
 			w("| round | first | ops ours / fio | ours p50 | fio p50 | ratio | ours p99 | fio p99 | ratio |\n|---|---|---|---|---|---|---|---|---|\n")
 			for i, rd := range c.Rounds {
 				w("| %d | %s | %d / %d | %s | %s | %.2f | %s | %s | %.2f |\n", i+1, first(rd), rd.Ours.Ops, rd.Fio.Ops,
-					dur(float64(rd.Ours.P50)), dur(float64(rd.Fio.P50)), float64(rd.Ours.P50)/float64(rd.Fio.P50),
-					dur(float64(rd.Ours.P99)), dur(float64(rd.Fio.P99)), float64(rd.Ours.P99)/float64(rd.Fio.P99))
+					Dur(float64(rd.Ours.P50)), Dur(float64(rd.Fio.P50)), float64(rd.Ours.P50)/float64(rd.Fio.P50),
+					Dur(float64(rd.Ours.P99)), Dur(float64(rd.Fio.P99)), float64(rd.Ours.P99)/float64(rd.Fio.P99))
 			}
 			p50 := func(s Side) float64 { return float64(s.P50) }
 			p99 := func(s Side) float64 { return float64(s.P99) }
 			o50, f50 := c.medians(p50)
 			o99, f99 := c.medians(p99)
-			w("| **median** | | | **%s** | **%s** | **%.2f** | **%s** | **%s** | **%.2f** |\n", dur(o50), dur(f50), c.ratio(p50), dur(o99), dur(f99), c.ratio(p99))
+			w("| **median** | | | **%s** | **%s** | **%.2f** | **%s** | **%s** | **%.2f** |\n", Dur(o50), Dur(f50), c.ratio(p50), Dur(o99), Dur(f99), c.ratio(p99))
 		}
 		w("\n![%s: CDF of ours against fio](%s/%s.png)\n", c.Title, r.PlotsDir, c.ID)
 	}
@@ -325,7 +329,7 @@ func (r *Report) Markdown() string {
 	w("runtime, start-up included for both) over the operations of one run, scaled to 10,000 operations;\n")
 	w("medians over the rounds of the case named (the ratio: median of the per-round ratios).\n\n| work | case | ours | fio | ratio | ours per round | fio per round |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range r.CPU {
-		w("| 10,000 %s | [%s](#%s) | %s | %s | %.2f× | %s | %s |\n", c.What, c.Case.Title, c.Case.ID, dur(float64(c.Ours)), dur(float64(c.Fio)), c.Ratio, durs(c.OursRounds), durs(c.FioRounds))
+		w("| 10,000 %s | [%s](#%s) | %s | %s | %.2f× | %s | %s |\n", c.What, c.Case.Title, c.Case.ID, Dur(float64(c.Ours)), Dur(float64(c.Fio)), c.Ratio, durs(c.OursRounds), durs(c.FioRounds))
 	}
 
 	if s := r.Scale; s != nil {
@@ -338,8 +342,8 @@ func (r *Report) Markdown() string {
 		w("64-target configuration (targets t00 … t63, one directory each, same device):\n\n```yaml\n%s```\n\n", s.Config64)
 		w("| | diskprobe_exporter, 64 targets | node_exporter, default collectors | diskprobe_exporter, 1 target (default configuration) |\n|---|---|---|---|\n")
 		w("| scrapes | %d | %d | %d |\n", len(s.ScrapeOurs), len(s.ScrapeNode), len(s.ScrapeDefault))
-		w("| median | %s | %s | %s |\n", dur(float64(medianDur(s.ScrapeOurs))), dur(float64(medianDur(s.ScrapeNode))), dur(float64(medianDur(s.ScrapeDefault))))
-		w("| p90 | %s | %s | %s |\n", dur(float64(pctDur(s.ScrapeOurs, 90))), dur(float64(pctDur(s.ScrapeNode, 90))), dur(float64(pctDur(s.ScrapeDefault, 90))))
+		w("| median | %s | %s | %s |\n", Dur(float64(MedianDur(s.ScrapeOurs))), Dur(float64(MedianDur(s.ScrapeNode))), Dur(float64(MedianDur(s.ScrapeDefault))))
+		w("| p90 | %s | %s | %s |\n", Dur(float64(pctDur(s.ScrapeOurs, 90))), Dur(float64(pctDur(s.ScrapeNode, 90))), Dur(float64(pctDur(s.ScrapeDefault, 90))))
 		w("| series (sample lines) | %d | %d | %d |\n| body (uncompressed) | %s | %s | %s |\n", s.Series, s.NodeSeries, s.SeriesDefault, kib(s.BodyBytes), kib(s.NodeBytes), kib(s.BytesDefault))
 		w("| median per series | %.2f µs | %.2f µs | %.2f µs |\n", perSeries(s.ScrapeOurs, s.Series), perSeries(s.ScrapeNode, s.NodeSeries), perSeries(s.ScrapeDefault, s.SeriesDefault))
 		w("| median of the ratio to node_exporter within the same second | %.2f× | | |\n", s.scrapeRatio())
@@ -358,7 +362,7 @@ func (r *Report) Markdown() string {
 				if base == 0 {
 					base = v.ns
 				}
-				w("| %s | %s | %.2f× | %s | %.0f |\n", v.name, dur(v.ns), v.ns/base, kib(int(v.bytes)), v.allocs)
+				w("| %s | %s | %.2f× | %s | %.0f |\n", v.name, Dur(v.ns), v.ns/base, kib(int(v.bytes)), v.allocs)
 			}
 		}
 		if len(r.PromScrape) > 0 {
@@ -413,6 +417,9 @@ func (r *Report) Markdown() string {
 		w("them and the in-flight ages (an atomic per target) without taking any lock a worker holds. The\n")
 		w("only lock shared by targets is the per-disk one, which serialises probes on the same device by\n")
 		w("design (DESIGN.md: probes on targets that share a device never overlap).\n")
+	}
+	if r.Queue != nil {
+		r.Queue.markdown(w)
 	}
 	if len(r.Etcd) > 0 {
 		r.etcdMarkdown(w)
@@ -503,7 +510,8 @@ func metWord(ok bool) string {
 	return "not met"
 }
 
-func dur(ns float64) string {
+// Dur writes a latency given in nanoseconds with the unit that suits it.
+func Dur(ns float64) string {
 	d := time.Duration(ns)
 	switch {
 	case d >= time.Second:
@@ -520,7 +528,7 @@ func dur(ns float64) string {
 func durs(ds []time.Duration) string {
 	s := make([]string, len(ds))
 	for i, d := range ds {
-		s[i] = dur(float64(d))
+		s[i] = Dur(float64(d))
 	}
 	return strings.Join(s, ", ")
 }
@@ -538,13 +546,14 @@ func perSeries(ds []time.Duration, series int) float64 {
 	if series == 0 {
 		return 0
 	}
-	return float64(medianDur(ds).Microseconds()) / float64(series)
+	return float64(MedianDur(ds).Microseconds()) / float64(series)
 }
 
-func medianDur(ds []time.Duration) time.Duration { return pctDur(ds, 50) }
+// MedianDur is the nearest-rank median of ds.
+func MedianDur(ds []time.Duration) time.Duration { return pctDur(ds, 50) }
 
 func pctDur(ds []time.Duration, p float64) time.Duration {
-	return Percentile(SortedCopy(ds), p)
+	return latency.Percentile(latency.Sorted(ds), p)
 }
 
 // CDFQuantiles are the points of our CDFs: every half percent, then the tail.
@@ -558,10 +567,10 @@ func CDFQuantiles() []float64 {
 
 // OursCDF is the CDF of raw samples at CDFQuantiles.
 func OursCDF(samples []time.Duration) []Point {
-	s := SortedCopy(samples)
+	s := latency.Sorted(samples)
 	var pts []Point
 	for _, q := range CDFQuantiles() {
-		pts = append(pts, Point{Percentile(s, q).Seconds(), q / 100})
+		pts = append(pts, Point{latency.Percentile(s, q).Seconds(), q / 100})
 	}
 	return pts
 }
@@ -639,8 +648,8 @@ func (r *Report) promScrapeMarkdown(w func(string, ...any), s *Scale) {
 	w("Command (alone): `DISKPROBE_BENCH_PROMSCRAPE=1 go test ./bench -run '^TestPrometheusScrape$' -count=1 -v` (root)\n\n")
 	w("| setting | diskprobe_exporter median | p90 | samples per scrape | node_exporter median | p90 | samples per scrape | ratio of medians |\n|---|---|---|---|---|---|---|---|\n")
 	for _, p := range r.PromScrape {
-		w("| %s | %s | %s | %.0f | %s | %s | %.0f | %.2f× |\n", p.Setting, dur(p.Ours.Median*1e9), dur(p.Ours.P90*1e9), p.Ours.Samples,
-			dur(p.Node.Median*1e9), dur(p.Node.P90*1e9), p.Node.Samples, p.Ours.Median/p.Node.Median)
+		w("| %s | %s | %s | %.0f | %s | %s | %.0f | %.2f× |\n", p.Setting, Dur(p.Ours.Median*1e9), Dur(p.Ours.P90*1e9), p.Ours.Samples,
+			Dur(p.Node.Median*1e9), Dur(p.Node.P90*1e9), p.Node.Samples, p.Ours.Median/p.Node.Median)
 	}
 	w("\nSeries per target (sample lines with a `target` label): %d for a target with the default probes\n", s.TargetSeriesDefault)
 	w("(fsync, randread, seqread), %d for one of the 64-target configuration (fsync and randread).\n", s.TargetSeries/64)
@@ -653,12 +662,12 @@ func (r *Report) promScrapeMarkdown(w func(string, ...any), s *Scale) {
 // sameEtcdBucket: both values fall between the same two of etcd's bucket edges.
 func sameEtcdBucket(a, b float64) bool {
 	bucket := func(v float64) int {
-		for i, e := range etcdEdges {
+		for i, e := range EtcdEdges {
 			if v <= e {
 				return i
 			}
 		}
-		return len(etcdEdges)
+		return len(EtcdEdges)
 	}
 	return bucket(a) == bucket(b)
 }
@@ -696,7 +705,7 @@ func (r *Report) etcdRows() []Row {
 		ratio := d.OurP99 / d.EtcdP99
 		rows = append(rows,
 			Row{Figure: "fdatasync p99 against a live etcd's wal_fsync p99, " + d.Name,
-				Value: fmt.Sprintf("%.2f× (%s vs etcd %s)", ratio, dur(d.OurP99*1e9), dur(d.EtcdP99*1e9)),
+				Value: fmt.Sprintf("%.2f× (%s vs etcd %s)", ratio, Dur(d.OurP99*1e9), Dur(d.EtcdP99*1e9)),
 				Goal:  "within ±20 % or in the same etcd bucket", Met: within(ratio, 0.2) || sameEtcdBucket(d.OurP99, d.EtcdP99), Where: "etcd"},
 			Row{Figure: "10 ms verdict against a live etcd's, " + d.Name,
 				Value: fmt.Sprintf("ours %s, etcd %s", verdictWord(d.OurVerdictOK), verdictWord(d.EtcdVerdictOK)),
@@ -712,11 +721,7 @@ func (r *Report) etcdRows() []Row {
 func (r *Report) SpliceEtcd(doc string) (string, error) {
 	var b strings.Builder
 	r.etcdMarkdown(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) })
-	i, j := strings.Index(doc, etcdBegin), strings.Index(doc, etcdEnd)
-	if i < 0 || j < i {
-		return "", fmt.Errorf("no etcd section markers in the report: run make bench once")
-	}
-	return doc[:i] + strings.TrimSuffix(strings.TrimPrefix(b.String(), "\n"), "\n") + doc[j+len(etcdEnd):], nil
+	return splice(doc, etcdBegin, etcdEnd, b.String())
 }
 
 // etcdMarkdown renders the comparison with a live etcd.
@@ -742,12 +747,12 @@ func (r *Report) etcdMarkdown(w func(string, ...any)) {
 		w("\n### %s\n\n", d.Name)
 		w("%s window, %d puts; syncs counted: etcd %.0f, ours %.0f.\n\n", d.Window, d.Puts, d.EtcdSyncs, d.OurSyncs)
 		w("| share of syncs at or under | etcd wal_fsync | our fdatasync |\n|---|---|---|\n")
-		for i, e := range etcdEdges {
-			w("| %s | %.2f %% | %.2f %% |\n", dur(e*1e9), d.EtcdShares[i]*100, d.OurShares[i]*100)
+		for i, e := range EtcdEdges {
+			w("| %s | %.2f %% | %.2f %% |\n", Dur(e*1e9), d.EtcdShares[i]*100, d.OurShares[i]*100)
 		}
 		w("\n| | etcd (its buckets) | ours (native buckets) | ours (classic buckets) |\n|---|---|---|---|\n")
-		w("| p50 | %s | %s | %s |\n| p99 | %s | %s | %s |\n", dur(d.EtcdP50*1e9), dur(d.OurP50*1e9), dur(d.OurClassicP50*1e9),
-			dur(d.EtcdP99*1e9), dur(d.OurP99*1e9), dur(d.OurClassicP99*1e9))
+		w("| p50 | %s | %s | %s |\n| p99 | %s | %s | %s |\n", Dur(d.EtcdP50*1e9), Dur(d.OurP50*1e9), Dur(d.OurClassicP50*1e9),
+			Dur(d.EtcdP99*1e9), Dur(d.OurP99*1e9), Dur(d.OurClassicP99*1e9))
 		w("| 10 ms verdict | %s | %s | |\n", verdictWord(d.EtcdVerdictOK), verdictWord(d.OurVerdictOK))
 		w("\nOne-shot verdicts on the same filesystem, one after the other:\n\n")
 		w("| command | verdict | wall time | device writes | flushes | bytes written |\n|---|---|---|---|---|---|\n")

@@ -1,4 +1,4 @@
-package bench
+package benchkit
 
 import (
 	"encoding/json"
@@ -26,7 +26,12 @@ type FioResult struct {
 	ReadBytes int64                    //
 	ReadBW    float64                  // bytes per second over the job's runtime
 	WriteIOs  int                      // writes done
-	User, Sys time.Duration            // CPU of the whole fio process tree, from wait4
+	// With --lat_percentiles=1: submission-to-completion latency percentiles, what a
+	// blocking pread measures whatever the engine.
+	ReadLat, WriteLat   map[string]time.Duration
+	ReadIOPS, WriteIOPS float64       // over the job's runtime
+	WriteBW             float64       // bytes per second
+	User, Sys           time.Duration // CPU of the whole fio process tree, from wait4
 }
 
 // Pct returns percentile p of m (fio's keys have six decimals).
@@ -85,6 +90,7 @@ type fioLat struct {
 
 type fioDir struct {
 	IOBytes  int64   `json:"io_bytes"`
+	IOPS     float64 `json:"iops"`
 	BWBytes  float64 `json:"bw_bytes"`
 	TotalIOs int     `json:"total_ios"`
 	ClatNS   fioLat  `json:"clat_ns"`
@@ -127,6 +133,8 @@ func parseFio(data []byte) (*FioResult, error) {
 		Sync: conv(j.Sync.LatNS.Percentile), SyncN: j.Sync.LatNS.N,
 		Clat: conv(j.Read.ClatNS.Percentile), ReadIOs: j.Read.TotalIOs, ReadBytes: j.Read.IOBytes, ReadBW: j.Read.BWBytes,
 		WriteIOs: j.Write.TotalIOs,
+		ReadLat:  conv(j.Read.LatNS.Percentile), WriteLat: conv(j.Write.LatNS.Percentile),
+		ReadIOPS: j.Read.IOPS, WriteIOPS: j.Write.IOPS, WriteBW: j.Write.BWBytes,
 	}, nil
 }
 

@@ -1,0 +1,148 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/probe"
+)
+
+// target is PATH as every profile sees it: a directory, or a block device that is only
+// ever read.
+type target struct {
+	path     string
+	isDevice bool
+	device   *Device // nil when the device could not be resolved
+	align    int64   // the device's logical block size, the O_DIRECT fallback alignment
+}
+
+func openTarget(path string, paths device.Paths) (*target, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("%s does not exist", path)
+	case err != nil:
+		return nil, err
+	}
+	t := &target{path: path, isDevice: fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0}
+	if !fi.IsDir() && !t.isDevice {
+		return nil, fmt.Errorf("%s is neither a directory nor a block device", path)
+	}
+	if info, err := paths.Resolve(path); err == nil {
+		t.device = &Device{Name: info.Name, Disk: info.Disk, Model: info.Model, Serial: info.Serial, Rotational: info.Rotational}
+		t.align = info.LogicalBlockSize
+	}
+	return t, nil
+}
+
+// checkProbeDir validates --probe-dir for this target.
+func (t *target) checkProbeDir(probeDir string) error {
+	if probeDir == "" {
+		return nil
+	}
+	if t.isDevice {
+		return fmt.Errorf("--probe-dir: %s is a block device: nothing is ever written for a block device", t.path)
+	}
+	if err := config.CheckProbeDir(t.path, probeDir); err != nil {
+		return fmt.Errorf("--probe-dir: %w", err)
+	}
+	return nil
+}
+
+// withScratch runs fn in a scratch directory of its own inside PATH (or probeDir) after
+// checking that need bytes (plus a margin) are free; the directory is removed whatever
+// happens, Ctrl-C included.
+func (t *target) withScratch(probeDir string, need int64, fn func(scratch string) error) (err error) {
+	path := t.path
+	if probeDir != "" {
+		path = probeDir
+	}
+	// A memory filesystem would pass any threshold and mean nothing.
+	if err := probe.CheckDirectIO(path); err != nil {
+		return err
+	}
+	need += freeSpaceMargin
+	free, err := probe.FreeBytes(path)
+	if err != nil {
+		return err
+	}
+	if free < need {
+		return fmt.Errorf("not enough free space on %s: %s free, the check needs %s (its files plus a %s margin)",
+			path, mib(free), mib(need), mib(freeSpaceMargin))
+	}
+	scratch, err := os.MkdirTemp(path, ScratchPrefix)
+	if err != nil {
+		return fmt.Errorf("cannot create the check's scratch directory in %s: %w", path, err)
+	}
+	defer func() {
+		if rmErr := os.RemoveAll(scratch); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("removing %s: %w", scratch, rmErr))
+		}
+	}()
+	return fn(scratch)
+}
+
+// withReadSource runs fn on what the read jobs read: the whole device, opened read-only,
+// or a probe file of size bytes in a scratch directory, written in full with random data
+// and checked for holes first (never-written blocks read back "too good to be true").
+func (t *target) withReadSource(ctx context.Context, probeDir string, size int64, progress *Progress, fn func(*probe.ReadSource) error) error {
+	if t.isDevice {
+		src, err := probe.OpenDevice(t.path, t.align)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		return fn(src)
+	}
+	return t.withScratch(probeDir, probe.HeaderSize+size, func(scratch string) error {
+		src, err := probe.NewProbeFile(scratch, size, 0, t.align)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		if err := prepareFile(ctx, src, size, progress); err != nil {
+			return err
+		}
+		return fn(src)
+	})
+}
+
+// prepareFile writes the read file in full (random data, no holes) before the first read.
+func prepareFile(ctx context.Context, src *probe.ReadSource, size int64, progress *Progress) error {
+	var written atomic.Int64
+	total := float64(probe.HeaderSize + size)
+	stop := progress.start("prepare", func(time.Duration) (float64, string) {
+		n := written.Load()
+		return float64(n) / total, fmt.Sprintf("%s/%s of the read file", mib(n), mib(size))
+	})
+	env := &probe.Env{Budget: probe.Unlimited}
+	for {
+		res, done, err := src.PrepareStep(ctx, env)
+		written.Add(res.Bytes)
+		if err != nil {
+			stop(false)
+			return fmt.Errorf("preparing the read file: %w", err)
+		}
+		if done {
+			stop(true)
+			return nil
+		}
+	}
+}
+
+// deviceSize is the size of a block device, read without opening it for writing.
+func deviceSize(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.Seek(0, io.SeekEnd)
+}
