@@ -65,6 +65,7 @@ type Options struct {
 // Verdict is the answer to "is this disk good enough for etcd?".
 type Verdict string
 
+// The verdicts: PASS when the fdatasync p99 is under the threshold, FAIL otherwise.
 const (
 	Pass Verdict = "PASS"
 	Fail Verdict = "FAIL"
@@ -235,7 +236,7 @@ func (r *runner) fsync(ctx context.Context, scratch string) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	writes := make([]time.Duration, 0, ops)
 	syncs := make([]time.Duration, 0, ops)
 	var done atomic.Int64
@@ -289,7 +290,7 @@ func (r *runner) runRandread(ctx context.Context, src *probe.ReadSource) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	var reads []time.Duration
 	var done atomic.Int64
 	env := &probe.Env{Budget: probe.Unlimited, Observe: func(s probe.Sample) {
@@ -326,7 +327,7 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	// One round reads all of it sequentially; each timed read is observed, which is
 	// what the progress counts.
 	var read atomic.Int64

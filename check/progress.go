@@ -128,6 +128,6 @@ func formatSeconds(d time.Duration) string {
 // Progress writes nothing.
 func (p *Progress) note(line string) {
 	if p != nil {
-		fmt.Fprintln(p.w, line)
+		_, _ = fmt.Fprintln(p.w, line)
 	}
 }

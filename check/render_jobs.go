@@ -60,24 +60,24 @@ func (rep *SweepReport) WriteText(w io.Writer) error {
 	for _, p := range []Pattern{Random, Sequential} {
 		fmt.Fprintf(&b, "\n%s read\n", p)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprint(tw, "  block\t")
+		_, _ = fmt.Fprint(tw, "  block\t")
 		for _, d := range depths {
-			fmt.Fprintf(tw, "QD%d IO/s\tMB/s\tp50\tp99\t", d)
+			_, _ = fmt.Fprintf(tw, "QD%d IO/s\tMB/s\tp50\tp99\t", d)
 		}
-		fmt.Fprintln(tw)
+		_, _ = fmt.Fprintln(tw)
 		for _, bs := range rep.blockSizes() {
-			fmt.Fprintf(tw, "  %s\t", blockSize(bs))
+			_, _ = fmt.Fprintf(tw, "  %s\t", blockSize(bs))
 			for _, d := range depths {
 				c, ok := rep.cell(bs, p, d)
 				if !ok {
-					fmt.Fprint(tw, "-\t-\t-\t-\t")
+					_, _ = fmt.Fprint(tw, "-\t-\t-\t-\t")
 					continue
 				}
-				fmt.Fprintf(tw, "%.0f\t%s\t%s\t%s\t", c.IOPS, mbps(c.BytesPerSecond), FormatDuration(c.P50), FormatDuration(c.P99))
+				_, _ = fmt.Fprintf(tw, "%.0f\t%s\t%s\t%s\t", c.IOPS, mbps(c.BytesPerSecond), FormatDuration(c.P50), FormatDuration(c.P99))
 			}
-			fmt.Fprintln(tw)
+			_, _ = fmt.Fprintln(tw)
 		}
-		tw.Flush()
+		_ = tw.Flush()
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -109,16 +109,16 @@ func (rep *RandRWReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "randrw:    %s O_DIRECT I/O at random offsets, %d%% reads, queue depth %d, for %s\n\n",
 		blockSize(rep.BlockSize), rep.ReadMix, rep.Depth, formatSeconds(rep.Elapsed))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "  \tops\tIO/s\tMB/s\tmin\tp50\tp90\tp99\tp99.9\tmax\t\n")
+	_, _ = fmt.Fprint(tw, "  \tops\tIO/s\tMB/s\tmin\tp50\tp90\tp99\tp99.9\tmax\t\n")
 	for _, side := range []struct {
 		name string
 		d    Direction
 	}{{"read", rep.Read}, {"write", rep.Write}} {
 		l := side.d.Latency
-		fmt.Fprintf(tw, "  %s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", side.name, side.d.Ops, side.d.IOPS, mbps(side.d.BytesPerSecond),
+		_, _ = fmt.Fprintf(tw, "  %s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", side.name, side.d.Ops, side.d.IOPS, mbps(side.d.BytesPerSecond),
 			FormatDuration(l.Min), FormatDuration(l.P50), FormatDuration(l.P90), FormatDuration(l.P99), FormatDuration(l.P999), FormatDuration(l.Max))
 	}
-	tw.Flush()
+	_ = tw.Flush()
 	_, err := io.WriteString(w, b.String())
 	return err
 }

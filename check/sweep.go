@@ -45,6 +45,7 @@ type SweepOptions struct {
 // Pattern is the order of a job's offsets.
 type Pattern string
 
+// The patterns a sweep runs each block size in.
 const (
 	Random     Pattern = "random"
 	Sequential Pattern = "sequential"

@@ -98,7 +98,7 @@ func (t *target) withReadSource(ctx context.Context, probeDir string, size int64
 		if err != nil {
 			return err
 		}
-		defer src.Close()
+		defer func() { _ = src.Close() }()
 		return fn(src)
 	}
 	return t.withScratch(probeDir, probe.HeaderSize+size, func(scratch string) error {
@@ -106,7 +106,7 @@ func (t *target) withReadSource(ctx context.Context, probeDir string, size int64
 		if err != nil {
 			return err
 		}
-		defer src.Close()
+		defer func() { _ = src.Close() }()
 		if err := prepareFile(ctx, src, size, progress); err != nil {
 			return err
 		}
@@ -143,6 +143,6 @@ func deviceSize(path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	return f.Seek(0, io.SeekEnd)
 }

@@ -105,4 +105,4 @@ func (a *aio) reap(fn func(tag uint64, res int32)) {
 }
 
 // close destroys the context; the kernel waits for what is still in flight.
-func (a *aio) close() { unix.Syscall(unix.SYS_IO_DESTROY, a.ctx, 0, 0) }
+func (a *aio) close() { _, _, _ = unix.Syscall(unix.SYS_IO_DESTROY, a.ctx, 0, 0) }

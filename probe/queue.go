@@ -94,7 +94,7 @@ func RunQueue(ctx context.Context, src *ReadSource, job QueueJob, env *Env) (Que
 			return res, err
 		}
 		q.wfd = fd
-		defer unix.Close(fd)
+		defer func() { _ = unix.Close(fd) }()
 	}
 	q.bufs = make([][]byte, job.Depth)
 	for i := range q.bufs {
@@ -339,7 +339,7 @@ func (s *ReadSource) openForWrites() (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	f.Close()
+	_ = f.Close()
 	if h.Kind != "read" {
 		return -1, &ForeignFileError{Path: s.path, Reason: "it is not a read probe file"}
 	}
