@@ -219,11 +219,21 @@ func FreeBytes(dir string) (int64, error) {
 	return int64(s.Bavail) * int64(s.Bsize), nil
 }
 
+// freeBytes is FreeBytes as a round's outstanding operation: statfs hangs on a hung mount
+// (an NFS server gone, a stuck FUSE daemon) as a write does, and must show the same age.
+func freeBytes(inflight *Inflight, dir string) (free int64, err error) {
+	inflight.Do(func() { free, err = FreeBytes(dir) })
+	return free, err
+}
+
 // stillLinked reports whether the file open at fd still has a name: a target directory
 // deleted (and perhaps recreated) under a running exporter leaves the descriptor on a
 // deleted file, where writes would succeed and measure nothing real. fstat's link count
-// tells without a path lookup, so the per-round check does not allocate.
-func stillLinked(fd int) bool {
+// tells without a path lookup, so the per-round check does not allocate. On FUSE and NFS
+// fstat asks the server, so it is the outstanding operation too.
+func stillLinked(inflight *Inflight, fd int) bool {
 	var st unix.Stat_t
-	return unix.Fstat(fd, &st) == nil && st.Nlink > 0
+	var err error
+	inflight.Do(func() { err = unix.Fstat(fd, &st) })
+	return err == nil && st.Nlink > 0
 }

@@ -63,7 +63,7 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if p.opts.MinFree > 0 {
-		free, err := FreeBytes(p.opts.Dir)
+		free, err := freeBytes(env.Inflight, p.opts.Dir)
 		if err != nil {
 			return res, err
 		}
@@ -71,7 +71,7 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 			return res, fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, p.opts.Dir, p.opts.MinFree>>20)
 		}
 	}
-	if p.f != nil && !stillLinked(p.fd) {
+	if p.f != nil && !stillLinked(env.Inflight, p.fd) {
 		p.Close() // the directory was replaced: start a new file in the new one
 	}
 	for range p.opts.Ops {

@@ -96,8 +96,8 @@ func (s *ReadSource) Ready() bool { return s.fd >= 0 }
 
 // ready is Ready for the read rounds: a prepared file that was deleted or replaced under
 // us (target directory recreated) goes back to preparation.
-func (s *ReadSource) ready() bool {
-	if s.fd >= 0 && s.prep != nil && !stillLinked(s.fd) {
+func (s *ReadSource) ready(inflight *Inflight) bool {
+	if s.fd >= 0 && s.prep != nil && !stillLinked(inflight, s.fd) {
 		unix.Close(s.fd)
 		s.fd = -1
 		s.abort()
@@ -208,7 +208,7 @@ func (s *ReadSource) begin() error {
 		return err
 	}
 	if p.minFree > 0 {
-		free, err := FreeBytes(dir)
+		free, err := FreeBytes(dir) // inside PrepareStep's outstanding operation
 		if err != nil {
 			return err
 		}

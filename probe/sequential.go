@@ -34,7 +34,7 @@ func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
 // 1 MiB block per target would otherwise stay resident between rounds minutes apart.
 func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
-	if !p.src.ready() {
+	if !p.src.ready(env.Inflight) {
 		return res, ErrNotPrepared
 	}
 	buf, err := alignedBuffer(p.blockSize)
@@ -111,7 +111,7 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if p.minFree > 0 {
-		free, err := FreeBytes(p.dir)
+		free, err := freeBytes(env.Inflight, p.dir)
 		if err != nil {
 			return res, err
 		}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +34,14 @@ const (
 	// shutdownGrace bounds how long SIGTERM waits for outstanding I/O; an operation stuck
 	// in the kernel is abandoned so the process exits within 5 s.
 	shutdownGrace = 4 * time.Second
+	// resolveWait bounds how long start-up and a reload wait for a target's path to
+	// answer stat and statfs. A path that does not (a hung NFS or FUSE mount) is not an
+	// error: its target starts and its worker resolves it when it answers. Short, so that
+	// /metrics is up and a reload has answered within 2 s whatever hangs.
+	resolveWait = time.Second
+	// checkWait bounds --config.check's wait for each path: there a path that does not
+	// answer is an error.
+	checkWait = 5 * time.Second
 )
 
 func main() {
@@ -66,28 +73,37 @@ func main() {
 	case serve.FullCommand():
 	}
 
-	cfg, err := loadConfig(*configFile, paths)
+	cfg, err := config.Read(*configFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	if *configCheck {
-		fmt.Println(cfg.Summary())
+		resolved, err := collector.NewResolver(paths).Resolve(cfg, checkWait)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(resolved.Summary())
 		return
 	}
 	os.Exit(run(cfg, *configFile, paths, *metricsPath, toolkitFlags, logger))
 }
 
-// loadConfig parses and resolves a configuration file and checks it against the disks.
-func loadConfig(file string, paths device.Paths) (*config.Config, error) {
-	cfg, err := config.Load(file)
+// plan reads a configuration file and resolves it against the disks for Apply.
+func plan(scheduler *collector.Scheduler, file string, logger *slog.Logger) (*collector.Plan, error) {
+	cfg, err := config.Read(file)
 	if err != nil {
 		return nil, err
 	}
-	if err := collector.Check(cfg, paths); err != nil {
+	p, err := scheduler.Plan(cfg, resolveWait)
+	if err != nil {
 		return nil, err
 	}
-	return cfg, nil
+	for _, w := range p.Unanswered() {
+		logger.Warn("target's path did not answer; not ready until it does", "err", w)
+	}
+	return p, nil
 }
 
 func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath string, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
@@ -98,34 +114,49 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := collector.NewMetrics(reg)
 	scheduler := collector.NewScheduler(metrics, paths, collector.RealClock{}, logger)
-	scheduler.Apply(cfg)
+	first, err := scheduler.Plan(cfg, resolveWait)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, w := range first.Unanswered() {
+		logger.Warn("target's path did not answer; not ready until it does", "err", w)
+	}
+	scheduler.Apply(first)
 	metrics.SetReload(true, time.Now())
-	var ready atomic.Bool
-	ready.Store(true)
 
-	// Reloads from SIGHUP and POST /-/reload go through one goroutine, so two never race.
+	// Reloads from SIGHUP and POST /-/reload go through one goroutine, so two never race;
+	// a reload waits at most resolveWait for the paths it asks, so it always answers.
 	reloads := make(chan chan error)
+	hup := make(chan struct{}, 1) // SIGHUPs that came while a reload ran are one more
 	go func() {
-		for done := range reloads {
-			newCfg, err := loadConfig(configFile, paths)
+		for {
+			var done chan error
+			select {
+			case done = <-reloads:
+			case <-hup:
+			}
+			p, err := plan(scheduler, configFile, logger)
 			if err != nil {
 				logger.Error("reload failed; keeping the running configuration", "err", err)
 				metrics.SetReload(false, time.Now())
 			} else {
-				scheduler.Apply(newCfg)
+				scheduler.Apply(p)
 				metrics.SetReload(true, time.Now())
-				logger.Info("configuration reloaded", "summary", newCfg.Summary())
+				logger.Info("configuration reloaded", "file", configFile)
 			}
-			done <- err
+			if done != nil {
+				done <- err
+			}
 		}
 	}()
 	reload := func() error {
-		done := make(chan error)
+		done := make(chan error, 1)
 		reloads <- done
 		return <-done
 	}
 
-	handler := newHandler(reg, metricsPath, &ready, reload, logger)
+	handler := newHandler(reg, metricsPath, scheduler.Ready, reload, logger)
 	server := &http.Server{
 		Handler: handler,
 		// A slow or oversized client must not tie up the server.
@@ -148,7 +179,11 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 			return 1
 		case sig := <-signals:
 			if sig == syscall.SIGHUP {
-				reload() // logged by the reload goroutine
+				// Not waited for: a signal loop stuck in a reload would not see SIGTERM.
+				select {
+				case hup <- struct{}{}:
+				default: // one is queued already
+				}
 				continue
 			}
 			logger.Info("shutting down", "signal", sig.String())
@@ -163,7 +198,7 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 	}
 }
 
-func newHandler(reg *prometheus.Registry, metricsPath string, ready *atomic.Bool, reload func() error, logger *slog.Logger) http.Handler {
+func newHandler(reg *prometheus.Registry, metricsPath string, ready func() bool, reload func() error, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
@@ -178,8 +213,8 @@ func newHandler(reg *prometheus.Registry, metricsPath string, ready *atomic.Bool
 		fmt.Fprintln(w, "Healthy")
 	})
 	mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "Not ready: configuration not loaded", http.StatusServiceUnavailable)
+		if !ready() {
+			http.Error(w, "Not ready: a target's path has not answered yet (a hung mount?); see the log", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "Ready")
