@@ -13,8 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/internal/answer"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
@@ -68,7 +71,13 @@ type Options struct {
 	Threshold time.Duration // fdatasync p99 under this is PASS
 	Paths     device.Paths
 	Progress  *Progress // nil: no progress output
+	// Wait bounds how long the first stat and statfs of Path (and ProbeDir) may take: a
+	// path on a hung mount never answers, and check says so instead of hanging. 0: PathWait.
+	Wait time.Duration
 }
+
+// PathWait is how long check waits for a path to answer its first stat and statfs.
+const PathWait = 5 * time.Second
 
 // Verdict is the answer to "is this disk good enough for etcd?".
 type Verdict string
@@ -140,6 +149,9 @@ func (r *Report) ExitCode() int {
 // is removed before Run returns, whether the run succeeded, failed or ctx was cancelled
 // (Ctrl-C). An error means no verdict: the command exits 2.
 func Run(ctx context.Context, opts Options) (*Report, error) {
+	if err := answers(ctx, opts); err != nil {
+		return nil, err
+	}
 	fi, err := os.Stat(opts.Path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -188,6 +200,36 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	rep.judge()
 	return rep, nil
+}
+
+// answers waits, at most opts.Wait, for the paths check measures to answer stat and
+// statfs (their errors are reported by the calls that follow). A hung mount would
+// otherwise leave check hanging before it printed anything.
+func answers(ctx context.Context, opts Options) error {
+	wait := opts.Wait
+	if wait <= 0 {
+		wait = PathWait
+	}
+	for _, path := range []string{opts.Path, opts.ProbeDir} {
+		if path == "" {
+			continue
+		}
+		var paths answer.Paths
+		ok := paths.Call(ctx, path, wait, func() {
+			var st unix.Stat_t
+			var fs unix.Statfs_t
+			if unix.Stat(path, &st) == nil {
+				unix.Statfs(path, &fs)
+			}
+		})
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("interrupted (%w)", context.Cause(ctx))
+		case !ok:
+			return &answer.NotAnsweredError{Path: path, Wait: wait}
+		}
+	}
+	return nil
 }
 
 // selectProbes turns --probes into the list to run, in the order they run.

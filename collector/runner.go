@@ -54,6 +54,7 @@ type runner struct {
 	source      *probe.ReadSource // the read probes' file or device
 	sourceErr   error             // why the source could not be opened or prepared
 	prepLog     float64           // preparation progress last logged
+	noticed     map[string]bool   // notices from the probes, logged once each
 	contextMark contextMark       // where device context was last published
 
 	stuck bool // the outstanding operation was reported past limits.timeout (schedule loop only)
@@ -107,7 +108,7 @@ func newRunner(t config.Target, dev device.Info, devOK bool, paths device.Paths,
 		pr.ioBytes = m.ioBytes.WithLabelValues(t.Name, name)
 		pr.skip = func(reason string) { m.skipped.WithLabelValues(t.Name, name, reason).Inc() }
 		pr.lastSuccess = m.lastSuccess.WithLabelValues(t.Name, name)
-		pr.env = probe.Env{Budget: r.budget, Inflight: &r.inflight}
+		pr.env = probe.Env{Budget: r.budget, Inflight: &r.inflight, Notice: r.notice}
 		switch name {
 		case config.ProbeFsync:
 			write, sync := m.write.WithLabelValues(t.Name), m.fdatasync.WithLabelValues(t.Name)
@@ -471,6 +472,18 @@ func (r *runner) noteError(pr *probeRun, err error, level slog.Level) {
 		pr.lastErr = state
 		r.logger.Log(context.Background(), level, "probe failed", "probe", pr.name, "err", err)
 	}
+}
+
+// notice logs, once per target, what a probe does differently on this filesystem.
+func (r *runner) notice(msg string) {
+	if r.noticed[msg] {
+		return
+	}
+	if r.noticed == nil {
+		r.noticed = map[string]bool{}
+	}
+	r.noticed[msg] = true
+	r.logger.Warn(msg)
 }
 
 func (r *runner) needsPreparation() bool {

@@ -125,7 +125,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	}
 	if p.fd < 0 {
 		env.Inflight.begin(timeNow()) // creating the file can hang as its writes can
-		err := p.open()
+		err := p.open(env)
 		env.Inflight.end()
 		if err != nil {
 			return res, err
@@ -180,13 +180,16 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	return res, nil
 }
 
-func (p *Seqwrite) open() error {
+func (p *Seqwrite) open(env *Env) error {
 	if p.fd >= 0 {
 		return nil
 	}
-	f, err := createOwn(p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
+	f, preallocated, err := createOwn(p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
 	if err != nil {
 		return err
+	}
+	if !preallocated {
+		env.notice(noFallocateNotice(p.path))
 	}
 	f.Close()
 	fd, err := unix.Open(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
