@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -43,6 +44,13 @@ const (
 	// answer is an error.
 	checkWait = 5 * time.Second
 )
+
+// init keeps the main goroutine, which does no I/O on any target, on the process's main
+// thread, and so every other goroutine off it. A thread stuck in the kernel on a hung
+// mount (FUSE, hard NFS) cannot be killed, not even by exit; were it the main thread, the
+// process would stay in state D after SIGTERM instead of exiting, leaving a zombie until
+// the I/O returns, as the other threads do.
+func init() { runtime.LockOSThread() }
 
 func main() {
 	app := kingpin.New("diskprobe_exporter", "Runs small, rate-limited disk probes (etcd-WAL-like write+fdatasync, 4 KiB O_DIRECT random reads, sequential throughput) on directories and block devices, and exposes them as Prometheus metrics.")
