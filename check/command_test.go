@@ -395,3 +395,68 @@ func TestCheckWithProbeDirWritesNothingInThePath(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckOnAHungPathNamesIt runs check on a FUSE mount that answers nothing (a hard NFS
+// mount whose server is gone): check used to hang in its first stat. It exits 2 after a
+// bounded wait naming the path; Ctrl-C meanwhile exits 2 at once. Its thread stuck in
+// the stat keeps the exited process a zombie until the mount answers: the test watches
+// /proc, and reads what it said from files, not pipes.
+func TestCheckOnAHungPathNamesIt(t *testing.T) {
+	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
+	h.Hang()
+	for _, c := range []struct {
+		name string
+		sig  bool
+		want string
+	}{
+		{"left alone", false, "check: " + h.Dir + " did not answer within 5s"},
+		{"Ctrl-C", true, "check: interrupted (SIGINT)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(testenv.Binary(t), "check", h.Dir)
+			cmd.Stderr = stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			var waitErr error
+			go func() { waitErr = cmd.Wait(); close(done) }()
+			t.Cleanup(func() { cmd.Process.Kill(); h.Release(); <-done })
+			start := time.Now()
+			if c.sig {
+				time.Sleep(time.Second)
+				start = time.Now()
+				cmd.Process.Signal(syscall.SIGINT)
+			}
+			testenv.WaitFor(t, 15*time.Second, "check to exit", func() bool {
+				select {
+				case <-done:
+					return true
+				default:
+					return testenv.ProcessState(cmd.Process.Pid) == "Z"
+				}
+			})
+			took := time.Since(start)
+			said, _ := os.ReadFile(stderr.Name())
+			t.Logf("exited %s later: %s", took.Round(time.Millisecond), strings.TrimSpace(string(said)))
+			if !strings.Contains(string(said), c.want) {
+				t.Errorf("stderr %q; want %q", said, c.want)
+			}
+			h.Release() // the stuck stat returns, the zombie is reaped
+			select {
+			case <-done:
+				var exit *exec.ExitError
+				if !errors.As(waitErr, &exit) || exit.ExitCode() != 2 {
+					t.Errorf("exit %v, want 2", waitErr)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("not reaped 10s after the release")
+			}
+			h.Hang()
+		})
+	}
+}

@@ -1,11 +1,17 @@
 package e2e
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,19 +125,21 @@ func metricsAnswer(addr string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// goroutines is go_goroutines of the exporter at each good observation in obs.
-func goroutines(obs []observation) (first, last, most float64) {
+// goroutines is the least and the most go_goroutines the exporter reported in obs. The
+// least is what it runs; the most also counts the HTTP connections of scrapes that
+// happened to overlap (the watcher's and the test's own).
+func goroutines(obs []observation) (least, most float64) {
 	for _, o := range obs {
 		if o.err != nil {
 			continue
 		}
 		g := value(o.f, "go_goroutines")
-		if first == 0 {
-			first = g
+		if least == 0 || g < least {
+			least = g
 		}
-		last, most = g, max(most, g)
+		most = max(most, g)
 	}
-	return first, last, most
+	return least, most
 }
 
 const hungTimeout = 2 * time.Second
@@ -203,12 +211,13 @@ func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	obs := w.Stop()
-	hung := between(obs, start, releasedAt)
-	gFirst, gLast, gMost := goroutines(hung)
-	_, gAfter, _ := goroutines(between(obs, releasedAt.Add(500*time.Millisecond), time.Now()))
-	t.Logf("go_goroutines while hung: %.0f first, %.0f last, %.0f most; %.0f after the release", gFirst, gLast, gMost, gAfter)
-	if gMost > gFirst+1 {
-		t.Errorf("goroutines grew while the target hung: %.0f → %.0f (a hung target must never get a second one)", gFirst, gMost)
+	gEarly, _ := goroutines(between(obs, start, start.Add(3*time.Second)))
+	gLate, gMost := goroutines(between(obs, releasedAt.Add(-2*time.Second), releasedAt))
+	gAfter, _ := goroutines(between(obs, releasedAt.Add(500*time.Millisecond), time.Now()))
+	t.Logf("go_goroutines (least): %.0f early in the hang, %.0f late in it (most %.0f), %.0f after the release", gEarly, gLate, gMost, gAfter)
+	// The one stuck stat: gone after the release, never a second one while hung.
+	if gLate > gEarly+1 || gLate > gAfter+1 {
+		t.Errorf("goroutines grew while the target hung: %.0f early, %.0f late, %.0f after the release (a hung target must never get a second one)", gEarly, gLate, gAfter)
 	}
 }
 
@@ -238,6 +247,9 @@ type hungCall struct {
 	ops    []string // held; none: every operation
 	// ready says the probe is where the held call comes next (default: one successful round).
 	ready func(f families) bool
+	// working says the probe works again after the release (default: a successful round
+	// after it).
+	working func(f families, after float64) bool
 }
 
 // TestEveryHungCallIsReportedStuck holds, under a running exporter, each kind of call a
@@ -274,12 +286,18 @@ func TestEveryHungCallIsReportedStuck(t *testing.T) {
 		{name: "seqwrite/fdatasync", probe: "seqwrite", probes: seqwrite, limits: noFloor, ops: []string{testenv.OpFsync}},
 		{name: "seqwrite/statfs of the free-space floor", probe: "seqwrite", probes: seqwrite, limits: floor, ops: []string{testenv.OpStatfs}},
 	}
-	// The read probe file's preparation: 64 MiB at 8 MiB/s, held once it is under way.
+	// The read probe file's preparation: 128 MiB at 8 MiB/s, held once it is under way,
+	// and again (for SIGTERM) before it is done.
+	prepared := func(f families) float64 {
+		return value(f, "diskprobe_probe_io_bytes_total", "target", "fuse", "probe", "randread")
+	}
 	prepare := func(ops ...string) hungCall {
-		return hungCall{probe: "randread", probes: "randread: {interval: 1s, ops: 4, file_size: 64MiB}", ops: ops,
+		var atReady float64
+		return hungCall{probe: "randread", probes: "randread: {interval: 1s, ops: 4, file_size: 128MiB}", ops: ops,
 			limits: "limits: {timeout: 2s, min_free: 0, bandwidth: 8MiB}",
-			ready: func(f families) bool {
-				return value(f, "diskprobe_probe_io_bytes_total", "target", "fuse", "probe", "randread") >= 8<<20
+			ready: func(f families) bool { atReady = prepared(f); return atReady >= 8<<20 },
+			working: func(f families, _ float64) bool {
+				return prepared(f) >= atReady+8<<20 && inflight(f, "fuse", "randread") < 1
 			}}
 	}
 	everything, writes := prepare(), prepare(testenv.OpWrite)
@@ -303,9 +321,9 @@ func hangOneCall(t *testing.T, c hungCall) {
 	time.Sleep(600 * time.Millisecond) // a few scrapes before the hang
 	heldAt := time.Now()
 	h.Hang(c.ops...)
-	f := testenv.WaitMetric(t, e, 5*time.Second, "an in-flight age within a round", func(f families) bool { return inflight(f, "fuse", c.probe) > 0 })
+	testenv.WaitMetric(t, e, 5*time.Second, "an in-flight age within a round", func(f families) bool { return inflight(f, "fuse", c.probe) > 0 })
 	seen := time.Since(heldAt)
-	f = testenv.WaitMetric(t, e, 10*time.Second, "DiskprobeProbeStuck's expression true and one error", func(f families) bool {
+	testenv.WaitMetric(t, e, 10*time.Second, "DiskprobeProbeStuck's expression true and one error", func(f families) bool {
 		return stuckExprTrue(f, "fuse", c.probe, hungTimeout) && errs(f, "fuse", c.probe) > errs(before, "fuse", c.probe)
 	})
 	stuckAt := time.Now()
@@ -321,24 +339,196 @@ func hangOneCall(t *testing.T, c hungCall) {
 	}
 	releasedAt := time.Now()
 	h.Release()
-	testenv.WaitMetric(t, e, 20*time.Second, "a successful round after the release", func(f families) bool {
-		return lastSuccess(f, "fuse", c.probe) > float64(releasedAt.UnixNano())/1e9 && inflight(f, "fuse", c.probe) == 0
+	working := c.working
+	if working == nil {
+		working = func(f families, after float64) bool {
+			return lastSuccess(f, "fuse", c.probe) > after && inflight(f, "fuse", c.probe) == 0
+		}
+	}
+	testenv.WaitMetric(t, e, 20*time.Second, "the probe working again after the release", func(f families) bool {
+		return working(f, float64(releasedAt.UnixNano())/1e9)
 	})
 	t.Logf("recovered %s after the release", fmtDur(time.Since(releasedAt)))
 	obs := w.Stop()
-	g0, _, _ := goroutines(between(obs, releasedAt.Add(-time.Hour), heldAt))
-	_, gLast, gMost := goroutines(between(obs, heldAt, releasedAt))
-	_, gStuck, _ := goroutines(between(obs, heldAt, stuckAt))
-	t.Logf("go_goroutines: %.0f before, %.0f when reported stuck, %.0f at the release, %.0f most", g0, gStuck, gLast, gMost)
-	if gMost > g0+1 || gLast > gStuck {
-		t.Errorf("goroutines grew while the call hung: %.0f before, %.0f when stuck, %.0f most, %.0f at the release", g0, gStuck, gMost, gLast)
+	g0, _ := goroutines(between(obs, heldAt.Add(-time.Hour), heldAt))
+	gStuck, gMost := goroutines(between(obs, stuckAt, releasedAt))
+	t.Logf("go_goroutines (least): %.0f before the hang, %.0f once reported stuck (most %.0f)", g0, gStuck, gMost)
+	// The worker waits in the kernel itself: no goroutine is added for the hang.
+	if gStuck > g0+1 {
+		t.Errorf("goroutines grew while the call hung: %.0f before, %.0f while stuck", g0, gStuck)
 	}
-	_ = f
 
 	// Held again, SIGTERM ends the process anyway.
 	h.Hang(c.ops...)
 	testenv.WaitMetric(t, e, 5*time.Second, "the call held again", func(f families) bool { return inflight(f, "fuse", c.probe) > 0.3 })
 	if exited, _ := exitAfterSIGTERM(t, e); exited > 5*time.Second {
 		t.Errorf("exited %s after SIGTERM while hung; want within 5s", exited)
+	}
+}
+
+// TestReloadWhileATargetHangs reloads, by SIGHUP and by POST /-/reload, while a target's
+// FUSE mount answers nothing. A reload used to stat every target under the scheduler's
+// lock and, for SIGHUP, inside the signal loop: it never answered and SIGTERM was no
+// longer seen. Now it answers within 2s, applies to the other targets, leaves the hung
+// target alone, keeps /metrics answering and sets the reload gauges; a new target on the
+// hung mount is started unresolved (and /-/ready says 503 until it answers); after the
+// release everything recovers and the next reload works.
+func TestReloadWhileATargetHangs(t *testing.T) {
+	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
+	d := mkdirs(t, "a", "b")
+	late := filepath.Join(h.Dir, "late")
+	must(t, os.Mkdir(late, 0o755))
+	target := func(name, path string, ops int) string {
+		return fmt.Sprintf("  - name: %s\n    path: %s\n    fsync: {interval: 1s, ops: %d, block_size: 4KiB, file_size: 1MiB}\n    limits: {timeout: 2s, min_free: 0}\n", name, path, ops)
+	}
+	cfg := testenv.WriteConfig(t, "targets:\n"+target("hung", h.Dir, 2)+target("a", d["a"], 2))
+	e := startOnHangFS(t, h, cfg, testenv.ExporterOptions{})
+	testenv.WaitMetric(t, e, 15*time.Second, "rounds on both targets", func(f families) bool {
+		return runs(f, "hung", "fsync") >= 1 && runs(f, "a", "fsync") >= 1
+	})
+	w := watch(e, 200*time.Millisecond, 5*time.Second)
+	time.Sleep(time.Second)
+	heldAt := time.Now()
+	h.Hang()
+	testenv.WaitMetric(t, e, 5*time.Second, "the hung target's in-flight age", func(f families) bool { return inflight(f, "hung", "fsync") > 0.5 })
+	reloadedAt := func(f families) float64 { return value(f, "diskprobe_config_last_reload_success_timestamp_seconds") }
+
+	// SIGHUP: a changed target and a new one beside the hung one.
+	writeFile(t, cfg, "targets:\n"+target("hung", h.Dir, 2)+target("a", d["a"], 3)+target("b", d["b"], 2))
+	ts0 := reloadedAt(e.MustScrape())
+	sent := time.Now()
+	e.Signal(syscall.SIGHUP)
+	f := testenv.WaitMetric(t, e, 10*time.Second, "the SIGHUP reload", func(f families) bool { return reloadedAt(f) > ts0 })
+	hup := time.Since(sent)
+	t.Logf("SIGHUP reload applied within %s while a target hangs", fmtDur(hup))
+	if hup > 2*time.Second {
+		t.Errorf("the SIGHUP reload took %s; want within 2s", hup)
+	}
+	if v := value(f, "diskprobe_config_last_reload_successful"); v != 1 {
+		t.Errorf("diskprobe_config_last_reload_successful %v after a good reload", v)
+	}
+	testenv.WaitMetric(t, e, 10*time.Second, "the new target's rounds", func(f families) bool { return runs(f, "b", "fsync") >= 1 })
+
+	// POST /-/reload with a second target on the hung mount: it cannot be resolved, is
+	// started all the same, and readiness says so.
+	writeFile(t, cfg, "targets:\n"+target("hung", h.Dir, 2)+target("a", d["a"], 3)+target("b", d["b"], 2)+target("late", late, 2))
+	sent = time.Now()
+	code, body := post(t, "http://"+e.Addr+"/-/reload")
+	answered := time.Since(sent)
+	t.Logf("POST /-/reload with a new target on the hung mount answered %d in %s", code, fmtDur(answered))
+	if code != http.StatusOK || answered > 2*time.Second {
+		t.Errorf("POST /-/reload: %d %q after %s; want 200 within 2s", code, body, answered)
+	}
+	if n := len(logLines(e, "did not answer", "targets[3].path")); n != 1 {
+		t.Errorf("%d warnings that the new target's path did not answer; want 1", n)
+	}
+	if code := getStatus(t, e, "/-/ready"); code != http.StatusServiceUnavailable {
+		t.Errorf("/-/ready %d with a configured target that never answered; want 503", code)
+	}
+	// A broken file while hung: 500 within 2s, gauge 0, the running configuration kept.
+	writeFile(t, cfg, "targets:\n  - name: x\n    pathh: /\n")
+	sent = time.Now()
+	code, _ = post(t, "http://"+e.Addr+"/-/reload")
+	if answered := time.Since(sent); code != http.StatusInternalServerError || answered > 2*time.Second {
+		t.Errorf("POST /-/reload of a broken file while hung: %d after %s; want 500 within 2s", code, answered)
+	}
+	f = e.MustScrape()
+	if v := value(f, "diskprobe_config_last_reload_successful"); v != 0 {
+		t.Errorf("diskprobe_config_last_reload_successful %v after a failed reload", v)
+	}
+	r0 := runs(f, "a", "fsync")
+	time.Sleep(2 * time.Second)
+	f = e.MustScrape()
+	if runs(f, "a", "fsync") < r0+1 {
+		t.Errorf("the other targets stopped while one hung: %.0f → %.0f rounds", r0, runs(f, "a", "fsync"))
+	}
+	t.Logf("hung target: in-flight %.1fs, %.0f errors; new target on the hung mount: in-flight %.1fs",
+		inflight(f, "hung", "fsync"), errs(f, "hung", "fsync"), inflight(f, "late", "fsync"))
+	if inflight(f, "hung", "fsync") < time.Since(heldAt).Seconds()-2 {
+		t.Errorf("the hung target was restarted by a reload: in-flight %.1fs, hung %s ago", inflight(f, "hung", "fsync"), time.Since(heldAt))
+	}
+
+	// Released: both recover by themselves, /-/ready says 200, and a reload works.
+	releasedAt := time.Now()
+	h.Release()
+	testenv.WaitMetric(t, e, 15*time.Second, "rounds on both targets of the released mount", func(f families) bool {
+		after := float64(releasedAt.UnixNano()) / 1e9
+		return lastSuccess(f, "hung", "fsync") > after && lastSuccess(f, "late", "fsync") > after
+	})
+	if code := getStatus(t, e, "/-/ready"); code != http.StatusOK {
+		t.Errorf("/-/ready %d after the release; want 200", code)
+	}
+	obs := w.Stop()
+	g0, _ := goroutines(between(obs, heldAt.Add(-time.Hour), heldAt))
+	gHung, gMost := goroutines(between(obs, releasedAt.Add(-2*time.Second), releasedAt))
+	t.Logf("go_goroutines (least): %.0f before the hang, %.0f after three reloads while hung, 2 targets added (most %.0f)", g0, gHung, gMost)
+	// Per added target 2 (its schedule loop and worker); per target on the hung mount at
+	// most 1 (the stuck call), whatever the number of reloads.
+	if gHung > g0+2*2+1 {
+		t.Errorf("goroutines grew while hung: %.0f before, %.0f after the reloads", g0, gHung)
+	}
+	writeFile(t, cfg, "targets:\n"+target("hung", h.Dir, 2)+target("a", d["a"], 3))
+	if code, body := post(t, "http://"+e.Addr+"/-/reload"); code != http.StatusOK {
+		t.Fatalf("POST /-/reload after the release: %d %q", code, body)
+	}
+	f = e.MustScrape()
+	if _, ok := testenv.Value(f, "diskprobe_probe_runs_total", map[string]string{"target": "late"}); ok {
+		t.Errorf("the removed target's series are still exported")
+	}
+	if v := value(f, "diskprobe_config_last_reload_successful"); v != 1 {
+		t.Errorf("diskprobe_config_last_reload_successful %v after a good reload", v)
+	}
+
+	// SIGHUP with a new target on a hung mount, then SIGTERM at once: the reload in flight
+	// does not keep the process from exiting.
+	h.Hang()
+	writeFile(t, cfg, "targets:\n"+target("hung", h.Dir, 2)+target("a", d["a"], 3)+target("late", late, 2))
+	e.Signal(syscall.SIGHUP)
+	time.Sleep(100 * time.Millisecond)
+	if exited, _ := exitAfterSIGTERM(t, e); exited > 5*time.Second {
+		t.Errorf("exited %s after SIGTERM during a reload of a hung target; want within 5s", exited)
+	}
+}
+
+// TestConfigCheckOnAHungPathNamesIt: --config.check used to stat every path and wait
+// forever on a hung mount. It gives up after a bounded wait, exits 1, and names the
+// file, line, field and path.
+func TestConfigCheckOnAHungPathNamesIt(t *testing.T) {
+	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
+	steady := t.TempDir()
+	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: steady
+    path: %s
+  - name: hung
+    path: %s
+`, steady, h.Dir))
+	bin := testenv.Binary(t)
+	h.Hang()
+	cmd := exec.Command(bin, "--config.file="+cfg, "--config.check")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	must(t, cmd.Start())
+	t.Cleanup(func() { h.Release(); cmd.Process.Kill() })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("--config.check still running 15s after it started on a hung path")
+	}
+	took := time.Since(start)
+	t.Logf("--config.check on a hung path: %s, %v: %s", fmtDur(took), err, out.String())
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("exit %v; want 1", err)
+	}
+	want := filepath.Base(cfg) + ":5: targets[1].path: " + h.Dir + " did not answer within 5s"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("the error does not name the path: %q; want %q", out.String(), want)
+	}
+	if strings.Contains(out.String(), "targets[0]") {
+		t.Errorf("the healthy target is reported too: %q", out.String())
 	}
 }

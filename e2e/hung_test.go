@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -173,7 +172,7 @@ func TestSIGTERMExitsWhileIOIsStuck(t *testing.T) {
 	select {
 	case <-e.Done():
 	case <-time.After(10 * time.Second):
-		t.Fatalf("process %d not reaped 10s after the thaw (state %s)", pid, processState(pid))
+		t.Fatalf("process %d not reaped 10s after the thaw (state %s)", pid, testenv.ProcessState(pid))
 	}
 	if ws, ok := e.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && (!ws.Exited() || ws.ExitStatus() != 0) {
 		t.Errorf("exit status after SIGTERM: %v; want a clean exit 0", e.Cmd.ProcessState)
@@ -194,7 +193,7 @@ func exitAfterSIGTERM(t *testing.T, e *testenv.Exporter) (time.Duration, string)
 		case <-e.Done():
 			how = "reaped"
 		default:
-			if processState(pid) == "Z" {
+			if testenv.ProcessState(pid) == "Z" {
 				how = "zombie"
 			}
 		}
@@ -205,23 +204,10 @@ func exitAfterSIGTERM(t *testing.T, e *testenv.Exporter) (time.Duration, string)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("still running (state %s) 10s after SIGTERM", processState(pid))
+	t.Fatalf("still running (state %s) 10s after SIGTERM", testenv.ProcessState(pid))
 	return 0, ""
 }
 
-// processState is the state letter of /proc/PID/stat ("" when the process is gone).
-func processState(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+3 > len(s) {
-		return ""
-	}
-	return s[i+2 : i+3]
-}
 
 // TestFrozenWhileCuttingANewProbeFileIsReportedStuck freezes the filesystem when the fsync
 // probe is about to start a new file (every round here: the file holds one block), so

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +33,7 @@ type HangFS struct {
 	hang   map[string]bool // ops held; nil when none is
 	all    bool            // every op is held
 	gate   chan struct{}   // closed to release the ops held
+	conn   uint32          // the FUSE connection, /sys/fs/fuse/connections/<conn>
 	held   atomic.Int64    // requests blocked right now
 	ever   atomic.Int64    // requests ever blocked
 }
@@ -106,8 +109,30 @@ func MountHangFS(t testing.TB, opts HangFSOptions) *HangFS {
 	if err := server.WaitMount(); err != nil {
 		t.Fatalf("FUSE mount: %v", err)
 	}
+	var st unix.Stat_t
+	if err := unix.Stat(h.Dir, &st); err == nil {
+		h.conn = unix.Minor(st.Dev)
+	}
+	closeOnExec("/dev/fuse")
 	t.Cleanup(h.cleanup)
 	return h
+}
+
+// closeOnExec marks the descriptors of this process open on dev close-on-exec. go-fuse
+// opens /dev/fuse without O_CLOEXEC, so every exporter a test starts would hold the FUSE
+// connection open: a test process that dies would leave it (and anything stuck on it)
+// to an exporter that may itself be stuck on it.
+func closeOnExec(dev string) {
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == dev {
+			if fd, err := strconv.Atoi(e.Name()); err == nil {
+				unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+			}
+		}
+	}
 }
 
 // Hang makes the given operations (all of them when none is named) block until Release.
@@ -170,7 +195,10 @@ func (h *HangFS) cleanup() {
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		fmt.Fprintf(os.Stderr, "testenv: FUSE server of %s still has requests in flight 5s after release\n", h.Dir)
+		// Abort the connection: whatever still waits on it fails with ENOTCONN.
+		abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", h.conn)
+		err := os.WriteFile(abort, []byte("1"), 0o200)
+		fmt.Fprintf(os.Stderr, "testenv: FUSE server of %s still has requests in flight 5s after release; aborted the connection: %v\n", h.Dir, err)
 	}
 }
 

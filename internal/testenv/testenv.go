@@ -419,3 +419,19 @@ func BindMount(t testing.TB, src, dst string) {
 		}
 	})
 }
+
+// ProcessState is the state letter of /proc/PID/stat ("" when the process is gone): "Z"
+// for a process that has exited but is not reaped yet, which is what a process whose
+// thread is stuck in the kernel (frozen or hung filesystem) stays as until the I/O returns.
+func ProcessState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+3 > len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
