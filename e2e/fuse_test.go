@@ -215,8 +215,10 @@ func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 	gLate, gMost := goroutines(between(obs, releasedAt.Add(-2*time.Second), releasedAt))
 	gAfter, _ := goroutines(between(obs, releasedAt.Add(500*time.Millisecond), time.Now()))
 	t.Logf("go_goroutines (least): %.0f early in the hang, %.0f late in it (most %.0f), %.0f after the release", gEarly, gLate, gMost, gAfter)
-	// The one stuck stat: gone after the release, never a second one while hung.
-	if gLate > gEarly+1 || gLate > gAfter+1 {
+	// No growth while hung. Against the healthy exporter after the release: the one stuck
+	// stat (a goroutine dump of the hung exporter shows it and nothing else extra) and at
+	// most one more server goroutine for a scrape connection that overlapped.
+	if gLate > gEarly+1 || gLate > gAfter+2 {
 		t.Errorf("goroutines grew while the target hung: %.0f early, %.0f late, %.0f after the release (a hung target must never get a second one)", gEarly, gLate, gAfter)
 	}
 }
@@ -295,7 +297,7 @@ func TestEveryHungCallIsReportedStuck(t *testing.T) {
 		var atReady float64
 		return hungCall{probe: "randread", probes: "randread: {interval: 1s, ops: 4, file_size: 128MiB}", ops: ops,
 			limits: "limits: {timeout: 2s, min_free: 0, bandwidth: 8MiB}",
-			ready: func(f families) bool { atReady = prepared(f); return atReady >= 8<<20 },
+			ready:  func(f families) bool { atReady = prepared(f); return atReady >= 8<<20 },
 			working: func(f families, _ float64) bool {
 				return prepared(f) >= atReady+8<<20 && inflight(f, "fuse", "randread") < 1
 			}}

@@ -208,7 +208,6 @@ func exitAfterSIGTERM(t *testing.T, e *testenv.Exporter) (time.Duration, string)
 	return 0, ""
 }
 
-
 // TestFrozenWhileCuttingANewProbeFileIsReportedStuck freezes the filesystem when the fsync
 // probe is about to start a new file (every round here: the file holds one block), so
 // the probe hangs in mkdir/create rather than in a write. That hang must show just the
