@@ -413,48 +413,24 @@ func TestCheckOnAHungPathNamesIt(t *testing.T) {
 		{"Ctrl-C", true, "check: interrupted (SIGINT)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd := exec.Command(testenv.Binary(t), "check", h.Dir)
-			cmd.Stderr = stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			var waitErr error
-			go func() { waitErr = cmd.Wait(); close(done) }()
-			t.Cleanup(func() { cmd.Process.Kill(); h.Release(); <-done })
+			p := testenv.StartProcess(t, testenv.Binary(t), "check", h.Dir)
+			t.Cleanup(h.Release) // before StartProcess's cleanup waits for it
 			start := time.Now()
 			if c.sig {
 				time.Sleep(time.Second)
 				start = time.Now()
-				cmd.Process.Signal(syscall.SIGINT)
+				p.Cmd.Process.Signal(syscall.SIGINT)
 			}
-			testenv.WaitFor(t, 15*time.Second, "check to exit", func() bool {
-				select {
-				case <-done:
-					return true
-				default:
-					return testenv.ProcessState(cmd.Process.Pid) == "Z"
-				}
-			})
-			took := time.Since(start)
-			said, _ := os.ReadFile(stderr.Name())
-			t.Logf("exited %s later: %s", took.Round(time.Millisecond), strings.TrimSpace(string(said)))
-			if !strings.Contains(string(said), c.want) {
-				t.Errorf("stderr %q; want %q", said, c.want)
+			if !p.WaitExit(15 * time.Second) {
+				t.Fatalf("check still running 15s later: %s", p.Output())
+			}
+			t.Logf("exited %s later: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(p.Output()))
+			if !strings.Contains(p.Output(), c.want) {
+				t.Errorf("stderr %q; want %q", p.Output(), c.want)
 			}
 			h.Release() // the stuck stat returns, the zombie is reaped
-			select {
-			case <-done:
-				var exit *exec.ExitError
-				if !errors.As(waitErr, &exit) || exit.ExitCode() != 2 {
-					t.Errorf("exit %v, want 2", waitErr)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("not reaped 10s after the release")
+			if code := p.ExitCode(10 * time.Second); code != 2 {
+				t.Errorf("exit status %d, want 2", code)
 			}
 			h.Hang()
 		})

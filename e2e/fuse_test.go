@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -506,31 +503,23 @@ func TestConfigCheckOnAHungPathNamesIt(t *testing.T) {
 `, steady, h.Dir))
 	bin := testenv.Binary(t)
 	h.Hang()
-	cmd := exec.Command(bin, "--config.file="+cfg, "--config.check")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	must(t, cmd.Start())
-	t.Cleanup(func() { h.Release(); cmd.Process.Kill() })
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(15 * time.Second):
+	p := testenv.StartProcess(t, bin, "--config.file="+cfg, "--config.check")
+	t.Cleanup(h.Release) // before StartProcess's cleanup waits for it
+	if !p.WaitExit(15 * time.Second) {
 		t.Fatalf("--config.check still running 15s after it started on a hung path")
 	}
-	took := time.Since(start)
-	t.Logf("--config.check on a hung path: %s, %v: %s", fmtDur(took), err, out.String())
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-		t.Errorf("exit %v; want 1", err)
+	t.Logf("--config.check on a hung path exited after %s: %s", fmtDur(time.Since(start)), p.Output())
+	out := p.Output()
+	h.Release()
+	if code := p.ExitCode(10 * time.Second); code != 1 {
+		t.Errorf("exit status %d; want 1", code)
 	}
-	want := filepath.Base(cfg) + ":5: targets[1].path: " + h.Dir + " did not answer within 5s"
-	if !strings.Contains(out.String(), want) {
-		t.Errorf("the error does not name the path: %q; want %q", out.String(), want)
+	want := filepath.Base(cfg) + ":4: targets[1].path: " + h.Dir + " did not answer within 5s"
+	if !strings.Contains(out, want) {
+		t.Errorf("the error does not name the path: %q; want %q", out, want)
 	}
-	if strings.Contains(out.String(), "targets[0]") {
-		t.Errorf("the healthy target is reported too: %q", out.String())
+	if strings.Contains(out, "targets[0]") {
+		t.Errorf("the healthy target is reported too: %q", out)
 	}
 }
