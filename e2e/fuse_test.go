@@ -139,6 +139,25 @@ func goroutines(obs []observation) (least, most float64) {
 	return least, most
 }
 
+// worstScrape is the slowest scrape in obs; it fails the test when one failed or took
+// over 1s (/metrics must answer whatever hangs).
+func worstScrape(t *testing.T, obs []observation, while string) time.Duration {
+	t.Helper()
+	var worst time.Duration
+	for _, o := range obs {
+		if o.err != nil {
+			t.Errorf("a scrape failed while %s: %v", while, o.err)
+			continue
+		}
+		worst = max(worst, o.latency)
+	}
+	t.Logf("worst scrape while %s: %s over %d scrapes", while, fmtDur(worst), len(obs))
+	if worst > time.Second {
+		t.Errorf("a scrape took %s while %s; /metrics must answer within 1s", worst, while)
+	}
+	return worst
+}
+
 const hungTimeout = 2 * time.Second
 
 // TestTargetHungBeforeStartDoesNotHoldUpTheExporter starts the exporter with a target on
@@ -208,6 +227,7 @@ func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	obs := w.Stop()
+	worstScrape(t, between(obs, start, releasedAt), "a target hung since the start")
 	gEarly, _ := goroutines(between(obs, start, start.Add(3*time.Second)))
 	gLate, gMost := goroutines(between(obs, releasedAt.Add(-2*time.Second), releasedAt))
 	gAfter, _ := goroutines(between(obs, releasedAt.Add(500*time.Millisecond), time.Now()))
@@ -349,6 +369,7 @@ func hangOneCall(t *testing.T, c hungCall) {
 	})
 	t.Logf("recovered %s after the release", fmtDur(time.Since(releasedAt)))
 	obs := w.Stop()
+	worstScrape(t, between(obs, heldAt, releasedAt), "the call hung")
 	g0, _ := goroutines(between(obs, heldAt.Add(-time.Hour), heldAt))
 	gStuck, gMost := goroutines(between(obs, stuckAt, releasedAt))
 	t.Logf("go_goroutines (least): %.0f before the hang, %.0f once reported stuck (most %.0f)", g0, gStuck, gMost)
@@ -458,6 +479,7 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 		t.Errorf("/-/ready %d after the release; want 200", code)
 	}
 	obs := w.Stop()
+	worstScrape(t, between(obs, heldAt, releasedAt), "a target hung through three reloads")
 	g0, _ := goroutines(between(obs, heldAt.Add(-time.Hour), heldAt))
 	gHung, gMost := goroutines(between(obs, releasedAt.Add(-2*time.Second), releasedAt))
 	t.Logf("go_goroutines (least): %.0f before the hang, %.0f after three reloads while hung, 2 targets added (most %.0f)", g0, gHung, gMost)
