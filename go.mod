@@ -6,6 +6,7 @@ require (
 	github.com/alecthomas/kingpin/v2 v2.4.0
 	github.com/google/go-containerregistry v0.20.2
 	github.com/google/go-jsonnet v0.21.0
+	github.com/hanwen/go-fuse/v2 v2.8.0
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.86.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/client_model v0.6.2

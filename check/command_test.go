@@ -395,3 +395,44 @@ func TestCheckWithProbeDirWritesNothingInThePath(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckOnAHungPathNamesIt runs check on a FUSE mount that answers nothing (a hard NFS
+// mount whose server is gone): check used to hang in its first stat. It exits 2 after a
+// bounded wait naming the path; Ctrl-C meanwhile exits 2 at once. Its thread stuck in
+// the stat keeps the exited process a zombie until the mount answers: the test watches
+// /proc, and reads what it said from files, not pipes.
+func TestCheckOnAHungPathNamesIt(t *testing.T) {
+	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
+	h.Hang()
+	for _, c := range []struct {
+		name string
+		sig  bool
+		want string
+	}{
+		{"left alone", false, "check: " + h.Dir + " did not answer within 5s"},
+		{"Ctrl-C", true, "check: interrupted (SIGINT)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := testenv.StartProcess(t, testenv.Binary(t), "check", h.Dir)
+			t.Cleanup(h.Release) // before StartProcess's cleanup waits for it
+			start := time.Now()
+			if c.sig {
+				time.Sleep(time.Second)
+				start = time.Now()
+				p.Cmd.Process.Signal(syscall.SIGINT)
+			}
+			if !p.WaitExit(15 * time.Second) {
+				t.Fatalf("check still running 15s later: %s", p.Output())
+			}
+			t.Logf("exited %s later: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(p.Output()))
+			if !strings.Contains(p.Output(), c.want) {
+				t.Errorf("stderr %q; want %q", p.Output(), c.want)
+			}
+			h.Release() // the stuck stat returns, the zombie is reaped
+			if code := p.ExitCode(10 * time.Second); code != 2 {
+				t.Errorf("exit status %d, want 2", code)
+			}
+			h.Hang()
+		})
+	}
+}

@@ -124,7 +124,7 @@ func (r *Report) ExitCode() int {
 // is removed before Run returns, whether the run succeeded, failed or ctx was cancelled
 // (Ctrl-C). An error means no verdict: the command exits 2.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	tg, err := openTarget(opts.Path, opts.Paths)
+	tg, err := openTarget(ctx, opts.Path, opts.ProbeDir, opts.Paths)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func RandRW(ctx context.Context, opts RandRWOptions) (*RandRWReport, error) {
 	if opts.BlockSize < 512 || opts.BlockSize%512 != 0 || opts.BlockSize > SweepMaxBlock {
 		return nil, fmt.Errorf("--bs %d: a multiple of 512 B up to %s", opts.BlockSize, config.FormatSize(SweepMaxBlock))
 	}
-	tg, err := openTarget(opts.Path, opts.Paths)
+	tg, err := openTarget(ctx, opts.Path, opts.ProbeDir, opts.Paths)
 	if err != nil {
 		return nil, err
 	}

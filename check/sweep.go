@@ -117,7 +117,7 @@ func Sweep(ctx context.Context, opts SweepOptions) (*SweepReport, error) {
 	if err := validateJob(opts.Depth, opts.Runtime, opts.FileSize); err != nil {
 		return nil, err
 	}
-	tg, err := openTarget(opts.Path, opts.Paths)
+	tg, err := openTarget(ctx, opts.Path, opts.ProbeDir, opts.Paths)
 	if err != nil {
 		return nil, err
 	}

@@ -9,10 +9,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/internal/answer"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
+
+// PathWait is how long check waits for a path to answer its first stat and statfs.
+const PathWait = 5 * time.Second
 
 // target is PATH as every profile sees it: a directory, or a block device that is only
 // ever read.
@@ -23,7 +29,11 @@ type target struct {
 	align    int64   // the device's logical block size, the O_DIRECT fallback alignment
 }
 
-func openTarget(path string, paths device.Paths) (*target, error) {
+// openTarget looks at PATH (and waits for PATH and probeDir to answer first: see answers).
+func openTarget(ctx context.Context, path, probeDir string, paths device.Paths) (*target, error) {
+	if err := answers(ctx, path, probeDir); err != nil {
+		return nil, err
+	}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -40,6 +50,32 @@ func openTarget(path string, paths device.Paths) (*target, error) {
 		t.align = info.LogicalBlockSize
 	}
 	return t, nil
+}
+
+// answers waits, at most PathWait, for the paths check measures to answer stat and
+// statfs (their errors are reported by the calls that follow). A hung mount would
+// otherwise leave check hanging before it printed anything.
+func answers(ctx context.Context, paths ...string) error {
+	for _, path := range paths {
+		if path == "" {
+			continue
+		}
+		var calls answer.Paths
+		ok := calls.Call(ctx, path, PathWait, func() {
+			var st unix.Stat_t
+			var fs unix.Statfs_t
+			if unix.Stat(path, &st) == nil {
+				_ = unix.Statfs(path, &fs)
+			}
+		})
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("interrupted (%w)", context.Cause(ctx))
+		case !ok:
+			return &answer.NotAnsweredError{Path: path, Wait: PathWait}
+		}
+	}
+	return nil
 }
 
 // checkProbeDir validates --probe-dir for this target.

@@ -34,7 +34,7 @@ func (c *inflightCollector) Collect(ch chan<- prometheus.Metric) {
 			if pr.index == cur {
 				v = age.Seconds()
 			}
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, r.target.Name, pr.name)
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, r.name, pr.name)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -116,18 +117,31 @@ func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 	// operation, and is kept, restarted (abandoning its worker) and removed by the reloads.
 	tmp := t.TempDir()
 	steady := target("steady", tmp, 3*time.Millisecond, config.ProbeFsync, config.ProbeRandread)
-	stuck := target("stuck", filepath.Join(tmp, "absent-stuck"), 3*time.Millisecond, config.ProbeFsync)
+	stuck := target("stuck", filepath.Join(tmp, "stuck"), 3*time.Millisecond, config.ProbeFsync)
 	configs := []*config.Config{
 		{Targets: []config.Target{steady, stuck,
-			target("churn", filepath.Join(tmp, "absent-churn"), 2*time.Millisecond, config.ProbeFsync, config.ProbeSeqread)}},
+			target("churn", filepath.Join(tmp, "churn"), 2*time.Millisecond, config.ProbeFsync, config.ProbeSeqread)}},
 		{Targets: []config.Target{steady, stuck,
-			target("churn", filepath.Join(tmp, "absent-churn"), 4*time.Millisecond, config.ProbeFsync, config.ProbeRandread),
-			target("extra", filepath.Join(tmp, "absent-extra"), 2*time.Millisecond, config.ProbeRandread)}},
+			target("churn", filepath.Join(tmp, "churn"), 4*time.Millisecond, config.ProbeFsync, config.ProbeRandread),
+			target("extra", filepath.Join(tmp, "extra"), 2*time.Millisecond, config.ProbeRandread)}},
 		{Targets: []config.Target{steady,
 			target("stuck", stuck.Path, 5*time.Millisecond, config.ProbeFsync)}},
 		{Targets: []config.Target{steady}},
 	}
-	s.Apply(configs[0])
+	for _, dir := range []string{"stuck", "churn", "extra"} {
+		if err := os.Mkdir(filepath.Join(tmp, dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply := func(cfg *config.Config) {
+		p, err := s.Plan(cfg, 5*time.Second)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		s.Apply(p)
+	}
+	apply(configs[0])
 
 	handler := bestSpeedGzip(reg)
 	var (
@@ -242,9 +256,9 @@ func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 	reloads := 0
 	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); reloads++ {
 		time.Sleep(30 * time.Millisecond)
-		s.Apply(configs[reloads%len(configs)])
+		apply(configs[reloads%len(configs)])
 	}
-	s.Apply(configs[0])
+	apply(configs[0])
 	time.Sleep(100 * time.Millisecond) // stuck is past its 50 ms timeout
 	// Whether Stop finds stuck's worker held depends on where the reloads left it: a
 	// restarted target waits for its disk's lock, which its abandoned worker still holds.

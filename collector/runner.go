@@ -22,7 +22,10 @@ import (
 // the schedule loop goes on counting skipped rounds, and /metrics reads the age of the
 // stuck operation from an atomic.
 type runner struct {
-	target  config.Target
+	name    string
+	timeout time.Duration // limits.timeout, read by the schedule loop
+	target  config.Target // resolved; the worker's once started
+	parsed  config.Target // as the file says it, for reloads to compare
 	dev     device.Info
 	devOK   bool
 	paths   device.Paths
@@ -34,6 +37,14 @@ type runner struct {
 	budget  *Budget
 	fs      filesystemPin // a directory target's filesystem at start
 
+	// A target whose path did not answer when it was configured is resolved by its worker,
+	// as the first operation of its first round (see resolveOnWorker).
+	isResolved atomic.Bool
+	file       string
+	index      int
+	resolver   *Resolver
+	diskFor    func(key string) (chan struct{}, *diskActivity)
+
 	probes   []*probeRun
 	work     chan *probeRun
 	inflight probe.Inflight
@@ -43,6 +54,7 @@ type runner struct {
 	source      *probe.ReadSource // the read probes' file or device
 	sourceErr   error             // why the source could not be opened or prepared
 	prepLog     float64           // preparation progress last logged
+	noticed     map[string]bool   // notices from the probes, logged once each
 	contextMark contextMark       // where device context was last published
 
 	stuck bool // the outstanding operation was reported past limits.timeout (schedule loop only)
@@ -82,12 +94,12 @@ type probeRun struct {
 
 func newRunner(t config.Target, dev device.Info, devOK bool, paths device.Paths, lock chan struct{}, m *Metrics, clock Clock, logger *slog.Logger) *runner {
 	r := &runner{
-		target: t, dev: dev, devOK: devOK, paths: paths, lock: lock, disk: newDiskActivity(), clock: clock, metrics: m,
+		name: t.Name, timeout: t.Limits.Timeout, target: t, parsed: t, dev: dev, devOK: devOK, paths: paths, lock: lock, disk: newDiskActivity(), clock: clock, metrics: m,
 		logger: logger.With("target", t.Name),
 		budget: NewBudget(t.Limits, largestBlock(&t)),
 	}
 	r.current.Store(-1)
-	r.fs = pinFilesystem(t)
+	r.isResolved.Store(true)
 	for _, name := range t.Probes() {
 		pr := &probeRun{name: name, index: int32(len(r.probes)), interval: t.Interval(name), build: builders[name]}
 		pr.runs = m.runs.WithLabelValues(t.Name, name)
@@ -96,7 +108,7 @@ func newRunner(t config.Target, dev device.Info, devOK bool, paths device.Paths,
 		pr.ioBytes = m.ioBytes.WithLabelValues(t.Name, name)
 		pr.skip = func(reason string) { m.skipped.WithLabelValues(t.Name, name, reason).Inc() }
 		pr.lastSuccess = m.lastSuccess.WithLabelValues(t.Name, name)
-		pr.env = probe.Env{Budget: r.budget, Inflight: &r.inflight}
+		pr.env = probe.Env{Budget: r.budget, Inflight: &r.inflight, Notice: r.notice}
 		switch name {
 		case config.ProbeFsync:
 			write, sync := m.write.WithLabelValues(t.Name), m.fdatasync.WithLabelValues(t.Name)
@@ -204,12 +216,12 @@ func (r *runner) checkStuck(now time.Time) {
 	age := r.inflight.Age(now)
 	i := r.current.Load()
 	switch {
-	case age > r.target.Limits.Timeout && !r.stuck && i >= 0:
+	case age > r.timeout && !r.stuck && i >= 0:
 		r.stuck = true
 		pr := r.probes[i]
 		pr.errs.Inc()
-		r.logger.Error("I/O operation stuck in the kernel; skipping rounds until it returns", "probe", pr.name, "age", age.Round(time.Second), "timeout", r.target.Limits.Timeout)
-	case age <= r.target.Limits.Timeout && r.stuck:
+		r.logger.Error("I/O operation stuck in the kernel; skipping rounds until it returns", "probe", pr.name, "age", age.Round(time.Second), "timeout", r.timeout)
+	case age <= r.timeout && r.stuck:
 		r.stuck = false
 		r.logger.Info("the stuck I/O operation returned; probing again")
 	}
@@ -299,14 +311,77 @@ func (r *runner) publishDeviceContext() {
 	}
 	busy := float64(others.IOTicks) / float64(wall)
 	ios := others.ReadIOs + others.WriteIOs + others.DiscardIOs + others.FlushIOs
-	r.metrics.busy.WithLabelValues(r.target.Name).Set(min(max(busy, 0), 1))
-	r.metrics.otherIOPS.WithLabelValues(r.target.Name).Set(float64(ios) / wall.Seconds())
+	r.metrics.busy.WithLabelValues(r.name).Set(min(max(busy, 0), 1))
+	r.metrics.otherIOPS.WithLabelValues(r.name).Set(float64(ios) / wall.Seconds())
+}
+
+// resolved takes what the target's path answered: its kind, device and filesystem.
+func (r *runner) resolved(res resolution) {
+	r.target = res.target
+	r.dev, r.devOK = res.dev, res.devErr == nil
+	r.fs = res.pin
+	key := "path:" + res.target.Path
+	if r.devOK {
+		key = r.dev.Disk
+	}
+	r.lock, r.disk = r.diskFor(key)
+	t := res.target
+	r.metrics.targetInfo.WithLabelValues(t.Name, t.Path, string(t.Kind), r.dev.Name, r.dev.Model, r.dev.Serial, boolLabel(r.dev.Rotational)).Set(1)
+	if !r.devOK {
+		r.logger.Warn("no device context for target", "path", t.Path, "err", res.devErr)
+	}
+	r.isResolved.Store(true)
+}
+
+// resolveOnWorker asks the target's path what it is, for a target whose path did not
+// answer when it was configured. It is the round's first operation: while the path hangs
+// its age shows in diskprobe_probe_inflight_seconds, rounds due meanwhile are skipped, and
+// the wait is the one call outstanding on that path (the Resolver's), not another.
+func (r *runner) resolveOnWorker(ctx context.Context, pr *probeRun) error {
+	var (
+		res resolution
+		ok  bool
+	)
+	r.current.Store(pr.index)
+	r.inflight.Do(func() { res, ok = r.resolver.resolve(ctx, r.file, r.index, r.parsed, 0) })
+	r.current.Store(-1)
+	switch {
+	case !ok:
+		return ctx.Err()
+	case res.err != nil:
+		return res.err
+	case fmt.Sprint(res.target.Probes()) != fmt.Sprint(r.target.Probes()):
+		return fmt.Errorf("%s turned out to be a %s when it answered, with other default probes (%v) than a directory's: reload or restart the exporter to probe it as one",
+			res.target.Path, res.target.Kind, res.target.Probes())
+	}
+	r.resolved(res)
+	r.logger.Info("the target's path answered; probing it", "path", r.target.Path, "kind", r.target.Kind, "device", r.dev.Name)
+	return nil
+}
+
+// checkFilesystem is the per-round check that the target is still on the filesystem it
+// was on at start. Its stat hangs on a hung mount like any probe call: it is the round's
+// outstanding operation.
+func (r *runner) checkFilesystem(pr *probeRun) (err error) {
+	r.current.Store(pr.index)
+	r.inflight.Do(func() { err = r.fs.check() })
+	r.current.Store(-1)
+	return err
 }
 
 // run does one round of a probe.
 func (r *runner) run(ctx context.Context, pr *probeRun) {
 	defer pr.pending.Store(false)
-	if err := r.fs.check(); err != nil {
+	if !r.isResolved.Load() {
+		if err := r.resolveOnWorker(ctx, pr); err != nil {
+			if ctx.Err() == nil {
+				pr.runs.Inc()
+				r.fail(pr, err)
+			}
+			return
+		}
+	}
+	if err := r.checkFilesystem(pr); err != nil {
 		pr.runs.Inc()
 		r.fail(pr, err)
 		return
@@ -399,17 +474,29 @@ func (r *runner) noteError(pr *probeRun, err error, level slog.Level) {
 	}
 }
 
+// notice logs, once per target, what a probe does differently on this filesystem.
+func (r *runner) notice(msg string) {
+	if r.noticed[msg] {
+		return
+	}
+	if r.noticed == nil {
+		r.noticed = map[string]bool{}
+	}
+	r.noticed[msg] = true
+	r.logger.Warn(msg)
+}
+
 func (r *runner) needsPreparation() bool {
 	return r.source != nil && !r.source.Ready() && r.sourceErr == nil
 }
 
 // prepare writes one bounded step of the read probe file, accounted to the first read probe.
 func (r *runner) prepare(ctx context.Context) {
-	if err := r.fs.check(); err != nil {
+	pr := r.readProbe()
+	if err := r.checkFilesystem(pr); err != nil {
 		r.sourceErr = err // the next read round reports it
 		return
 	}
-	pr := r.readProbe()
 	var (
 		res  probe.Result
 		done bool

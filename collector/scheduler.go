@@ -4,7 +4,6 @@
 package collector
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
-	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 // Scheduler runs one runner per target and swaps them on reload.
@@ -25,8 +23,12 @@ type Scheduler struct {
 	clock   Clock
 	logger  *slog.Logger
 
-	mu      sync.Mutex
-	runners map[string]*runner
+	mu       sync.Mutex
+	runners  map[string]*runner
+	resolver *Resolver
+
+	// locksMu guards locks and disks, which workers look up when their path answers late.
+	locksMu sync.Mutex
 	locks   map[string]chan struct{} // per disk; kept across reloads
 	disks   map[string]*diskActivity // per disk, like locks
 
@@ -54,99 +56,82 @@ func (s *Scheduler) publish() {
 // NewScheduler creates a scheduler with no targets; Apply gives it some.
 func NewScheduler(m *Metrics, paths device.Paths, clock Clock, logger *slog.Logger) *Scheduler {
 	s := &Scheduler{metrics: m, paths: paths, clock: clock, logger: logger,
-		runners: map[string]*runner{}, locks: map[string]chan struct{}{}, disks: map[string]*diskActivity{}}
+		runners: map[string]*runner{}, resolver: NewResolver(paths), locks: map[string]chan struct{}{}, disks: map[string]*diskActivity{}}
 	m.inflight.scheduler = s
 	return s
 }
 
-// Check validates what a configuration needs from the disks before it is applied: read
-// probes need a filesystem that takes O_DIRECT and is not memory, and block sizes must
-// suit the device's O_DIRECT alignment. Errors name the file, line and field.
-func Check(cfg *config.Config, paths device.Paths) error {
-	var errs []error
-	for i, t := range cfg.Targets {
-		fail := func(field, format string, args ...any) {
-			errs = append(errs, &config.Error{File: cfg.File, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)})
-		}
-		reads := t.Randread != nil || t.Seqread != nil
-		if t.Kind == config.KindDirectory && (reads || t.Seqwrite != nil) {
-			if err := probe.CheckDirectIO(t.Path); err != nil {
-				fail("path", "%v", err)
-				continue
-			}
-		}
-		dev, err := paths.Resolve(t.Path)
-		if err != nil {
-			continue // device context is a bonus; the probes run without it
-		}
-		align := dev.LogicalBlockSize
-		if align <= 0 {
-			continue
-		}
-		if t.Randread != nil && t.Randread.BlockSize%align != 0 {
-			fail("randread.block_size", "%d is not a multiple of %s's logical block size %d, which O_DIRECT needs", t.Randread.BlockSize, dev.Name, align)
-		}
-		for _, s := range []struct {
-			name string
-			c    *config.SequentialConfig
-		}{{config.ProbeSeqread, t.Seqread}, {config.ProbeSeqwrite, t.Seqwrite}} {
-			if s.c != nil && s.c.BlockSize%align != 0 {
-				fail(s.name+".block_size", "%d is not a multiple of %s's logical block size %d, which O_DIRECT needs", s.c.BlockSize, dev.Name, align)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// Apply makes the running targets those of cfg. Targets whose configuration did not
+// Apply makes the running targets those of a plan. Targets whose configuration did not
 // change keep running untouched (their counters and prepared files too); changed ones
-// are restarted; removed ones are stopped and their series deleted.
-func (s *Scheduler) Apply(cfg *config.Config) {
+// are restarted; removed ones are stopped and their series deleted. It makes no file
+// system call: Plan has asked the paths.
+func (s *Scheduler) Apply(p *Plan) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.publish()
-	want := map[string]config.Target{}
-	for _, t := range cfg.Targets {
-		want[t.Name] = t
+	want := map[string]planned{}
+	for _, pt := range p.targets {
+		want[pt.parsed.Name] = pt
 	}
 	for name, r := range s.runners {
-		t, keep := want[name]
-		if keep && sameTarget(r.target, t) {
+		pt, ok := want[name]
+		if ok && pt.keep {
 			continue
 		}
 		s.stopRunner(r)
 		delete(s.runners, name)
-		if !keep {
+		if !ok {
 			s.metrics.forget(name)
 		}
 	}
-	for _, t := range cfg.Targets {
-		if _, running := s.runners[t.Name]; running {
+	for _, pt := range p.targets {
+		if _, running := s.runners[pt.parsed.Name]; running {
 			continue
 		}
-		dev, err := s.paths.Resolve(t.Path)
-		devOK := err == nil
-		if err != nil {
-			s.logger.Warn("no device context for target", "target", t.Name, "path", t.Path, "err", err)
+		t := pt.parsed.AssumedDirectory()
+		if pt.res != nil {
+			t = pt.res.target
 		}
-		s.metrics.targetInfo.DeletePartialMatch(map[string]string{"target": t.Name})
-		s.metrics.targetInfo.WithLabelValues(t.Name, t.Path, string(t.Kind), dev.Name, dev.Model, dev.Serial, boolLabel(dev.Rotational)).Set(1)
-		lockKey := "path:" + t.Path
-		if devOK {
-			lockKey = dev.Disk
+		r := newRunner(t, device.Info{}, false, s.paths, nil, s.metrics, s.clock, s.logger)
+		r.parsed, r.file, r.index, r.resolver, r.diskFor = pt.parsed, p.file, pt.index, s.resolver, s.diskFor
+		s.metrics.targetInfo.DeletePartialMatch(map[string]string{"target": pt.parsed.Name})
+		if pt.res != nil {
+			r.resolved(*pt.res)
+		} else {
+			r.isResolved.Store(false)
+			r.lock, r.disk = s.diskFor("path:" + pt.parsed.Path)
 		}
-		lock, ok := s.locks[lockKey]
-		if !ok {
-			lock = make(chan struct{}, 1)
-			s.locks[lockKey] = lock
-			s.disks[lockKey] = newDiskActivity()
-		}
-		r := newRunner(t, dev, devOK, s.paths, lock, s.metrics, s.clock, s.logger)
-		r.disk = s.disks[lockKey]
-		s.runners[t.Name] = r
+		s.runners[pt.parsed.Name] = r
 		r.start()
-		s.logger.Info("probing target", "target", t.Name, "path", t.Path, "kind", t.Kind, "device", dev.Name, "probes", fmt.Sprint(t.Probes()))
+		if pt.res != nil {
+			s.logger.Info("probing target", "target", t.Name, "path", t.Path, "kind", t.Kind, "device", r.dev.Name, "probes", fmt.Sprint(t.Probes()))
+		}
 	}
+}
+
+// diskFor is the lock and activity record shared by the targets on one disk (or one
+// path, when the device is unknown); they are kept across reloads.
+func (s *Scheduler) diskFor(key string) (chan struct{}, *diskActivity) {
+	s.locksMu.Lock()
+	defer s.locksMu.Unlock()
+	lock, ok := s.locks[key]
+	if !ok {
+		lock = make(chan struct{}, 1)
+		s.locks[key] = lock
+		s.disks[key] = newDiskActivity()
+	}
+	return lock, s.disks[key]
+}
+
+// Ready reports whether every target's path has answered since it was configured
+// (/-/ready): a target on a mount that hung before it was first asked is not resolved.
+func (s *Scheduler) Ready() bool {
+	for _, r := range s.running() {
+		if !r.isResolved.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // stopRunner stops a runner without waiting for an I/O stuck in the kernel.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -36,11 +35,7 @@ func (e *Error) Error() string {
 
 // Load reads, parses and resolves a configuration file.
 func Load(file string) (*Config, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
-	}
-	cfg, err := Parse(data, file)
+	cfg, err := Read(file)
 	if err != nil {
 		return nil, err
 	}

@@ -16,53 +16,79 @@ import (
 func (c *Config) Resolve() error {
 	var errs []error
 	for i := range c.Targets {
-		t := &c.Targets[i]
-		field := fmt.Sprintf("targets[%d].path", i)
-		fail := func(format string, args ...any) {
-			errs = append(errs, &Error{File: c.File, Line: t.Line, Field: field, Msg: fmt.Sprintf(format, args...)})
+		if err := ResolveTarget(c.File, i, &c.Targets[i]); err != nil {
+			errs = append(errs, err)
 		}
-		fi, err := os.Stat(t.Path)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			fail("%s does not exist", t.Path)
-			continue
-		case err != nil:
-			fail("%v", err)
-			continue
-		case fi.IsDir():
-			t.Kind = KindDirectory
-		case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
-			t.Kind = KindBlockDevice
-		default:
-			fail("%s is neither a directory nor a block device", t.Path)
-			continue
-		}
-		t.applyKindDefaults()
-		if t.ProbeDir != "" {
-			dirField := fmt.Sprintf("targets[%d].probe_dir", i)
-			var err error
-			if t.Kind == KindBlockDevice {
-				err = fmt.Errorf("%s is a block device: probe_dir is for directory targets (nothing is ever written for a block device)", t.Path)
-			} else {
-				err = CheckProbeDir(t.Path, t.ProbeDir)
-			}
-			if err != nil {
-				errs = append(errs, &Error{File: c.File, Line: t.Line, Field: dirField, Msg: err.Error()})
-			}
-		}
+	}
+	return errors.Join(errs...)
+}
+
+// Read reads and parses a configuration file without looking at the disks: the daemon
+// resolves each target's path itself, with a bounded wait, because a path on a hung
+// mount never answers.
+func Read(file string) (*Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(data, file)
+}
+
+// ResolveTarget is Resolve for the target at index i of file. Its stat calls hang on a
+// hung mount (an NFS server gone, a stuck FUSE daemon): callers that must not hang run
+// it in a goroutine of its own, on a copy of the target.
+func ResolveTarget(file string, i int, t *Target) error {
+	var errs []error
+	field := fmt.Sprintf("targets[%d].path", i)
+	fail := func(format string, args ...any) error {
+		return &Error{File: file, Line: t.Line, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	fi, err := os.Stat(t.Path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fail("%s does not exist", t.Path)
+	case err != nil:
+		return fail("%v", err)
+	case fi.IsDir():
+		t.Kind = KindDirectory
+	case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
+		t.Kind = KindBlockDevice
+	default:
+		return fail("%s is neither a directory nor a block device", t.Path)
+	}
+	t.applyKindDefaults(t.Kind)
+	if t.ProbeDir != "" {
+		dirField := fmt.Sprintf("targets[%d].probe_dir", i)
+		var err error
 		if t.Kind == KindBlockDevice {
-			for _, w := range []struct {
-				name string
-				on   bool
-			}{{ProbeFsync, t.Fsync != nil}, {ProbeSeqwrite, t.Seqwrite != nil}} {
-				if w.on {
-					errs = append(errs, &Error{File: c.File, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, w.name),
-						Msg: fmt.Sprintf("%s is a block device: write probes are refused on block devices (the exporter never writes to a device); point %s at a directory on it instead", t.Path, w.name)})
-				}
+			err = fmt.Errorf("%s is a block device: probe_dir is for directory targets (nothing is ever written for a block device)", t.Path)
+		} else {
+			err = CheckProbeDir(t.Path, t.ProbeDir)
+		}
+		if err != nil {
+			errs = append(errs, &Error{File: file, Line: t.Line, Field: dirField, Msg: err.Error()})
+		}
+	}
+	if t.Kind == KindBlockDevice {
+		for _, w := range []struct {
+			name string
+			on   bool
+		}{{ProbeFsync, t.Fsync != nil}, {ProbeSeqwrite, t.Seqwrite != nil}} {
+			if w.on {
+				errs = append(errs, &Error{File: file, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, w.name),
+					Msg: fmt.Sprintf("%s is a block device: write probes are refused on block devices (the exporter never writes to a device); point %s at a directory on it instead", t.Path, w.name)})
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// AssumedDirectory is t as it is probed while its path has not answered yet: with the
+// default probes of a directory when it names none. A path that hangs is on a network or
+// FUSE filesystem, so a directory; block device nodes live on /dev, which answers.
+func (t Target) AssumedDirectory() Target {
+	t.applyKindDefaults(KindDirectory)
+	return t
 }
 
 // CheckProbeDir says whether probeDir may hold the probe files that measure path's
@@ -100,13 +126,13 @@ func CheckProbeDir(path, probeDir string) error {
 
 // applyKindDefaults turns on the default probes of the target's kind when the config
 // names none: fsync, randread and seqread on directories; randread and seqread on devices.
-func (t *Target) applyKindDefaults() {
+func (t *Target) applyKindDefaults(kind Kind) {
 	if t.Fsync != nil || t.Randread != nil || t.Seqread != nil || t.Seqwrite != nil {
 		return
 	}
 	rr, sr := DefaultRandread, DefaultSeqread
 	t.Randread, t.Seqread = &rr, &sr
-	if t.Kind == KindDirectory {
+	if kind == KindDirectory {
 		f := DefaultFsync
 		t.Fsync = &f
 	}

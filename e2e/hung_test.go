@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -158,30 +157,7 @@ func TestSIGTERMExitsWhileIOIsStuck(t *testing.T) {
 		return inflight(f, "frozen", "fsync") > 1
 	})
 	pid := e.Pid()
-
-	sent := time.Now()
-	e.Signal(syscall.SIGTERM)
-	var exited time.Duration
-	how := ""
-	for time.Since(sent) < 10*time.Second {
-		select {
-		case <-e.Done():
-			how = "reaped"
-		default:
-			if processState(pid) == "Z" {
-				how = "zombie"
-			}
-		}
-		if how != "" {
-			exited = time.Since(sent)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Logf("SIGTERM to exit while I/O stuck: %s (%s)", fmtDur(exited), how)
-	if how == "" {
-		t.Fatalf("still running (state %s) 10s after SIGTERM with I/O stuck", processState(pid))
-	}
+	exited, _ := exitAfterSIGTERM(t, e)
 	if exited > 5*time.Second {
 		t.Errorf("exited %s after SIGTERM; want within 5s even with I/O stuck", exited)
 	}
@@ -196,25 +172,40 @@ func TestSIGTERMExitsWhileIOIsStuck(t *testing.T) {
 	select {
 	case <-e.Done():
 	case <-time.After(10 * time.Second):
-		t.Fatalf("process %d not reaped 10s after the thaw (state %s)", pid, processState(pid))
+		t.Fatalf("process %d not reaped 10s after the thaw (state %s)", pid, testenv.ProcessState(pid))
 	}
 	if ws, ok := e.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && (!ws.Exited() || ws.ExitStatus() != 0) {
 		t.Errorf("exit status after SIGTERM: %v; want a clean exit 0", e.Cmd.ProcessState)
 	}
 }
 
-// processState is the state letter of /proc/PID/stat ("" when the process is gone).
-func processState(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
+// exitAfterSIGTERM sends SIGTERM and measures how long the process takes to exit: to be
+// reaped, or to become a zombie whose thread the kernel still holds in a stuck I/O (all
+// an init system can see). It fails the test when the process is still running 10s later.
+func exitAfterSIGTERM(t *testing.T, e *testenv.Exporter) (time.Duration, string) {
+	t.Helper()
+	pid := e.Pid()
+	sent := time.Now()
+	e.Signal(syscall.SIGTERM)
+	for time.Since(sent) < 10*time.Second {
+		how := ""
+		select {
+		case <-e.Done():
+			how = "reaped"
+		default:
+			if testenv.ProcessState(pid) == "Z" {
+				how = "zombie"
+			}
+		}
+		if how != "" {
+			exited := time.Since(sent)
+			t.Logf("SIGTERM to exit: %s (%s)", fmtDur(exited), how)
+			return exited, how
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+3 > len(s) {
-		return ""
-	}
-	return s[i+2 : i+3]
+	t.Fatalf("still running (state %s) 10s after SIGTERM", testenv.ProcessState(pid))
+	return 0, ""
 }
 
 // TestFrozenWhileCuttingANewProbeFileIsReportedStuck freezes the filesystem when the fsync

@@ -173,32 +173,49 @@ func removeOwn(path string) error {
 // new one of the given size, preallocated with fallocate and carrying our header. The
 // header is written before anything else, so a crash never leaves a file we cannot
 // recognise; a failed allocation (ENOSPC) removes the new file again.
-func createOwn(path string, h Header) (*os.File, error) {
+//
+// A filesystem without fallocate (FUSE ones such as bindfs, NFS before 4.2) gets a file
+// extended to its size with ftruncate instead, as etcd does for its WAL segments there
+// (fileutil.Preallocate) and as fio goes on after a warning: preallocated is then false,
+// and the caller says so once (Env.Notice).
+func createOwn(path string, h Header) (f *os.File, preallocated bool, err error) {
 	if err := removeOwn(path); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, &os.PathError{Op: "create", Path: path, Err: err}
+		return nil, false, &os.PathError{Op: "create", Path: path, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), path)
-	fail := func(op string, err error) (*os.File, error) {
+	f = os.NewFile(uintptr(fd), path)
+	fail := func(op string, err error) (*os.File, bool, error) {
 		_ = f.Close()
 		_ = os.Remove(path)
-		return nil, &os.PathError{Op: op, Path: path, Err: err}
+		return nil, false, &os.PathError{Op: op, Path: path, Err: err}
 	}
 	if _, err := unix.Pwrite(fd, h.encode(), 0); err != nil {
 		return fail("write header", err)
 	}
 	// fallocate, as etcd does for WAL segments and fio does by default: the data blocks
 	// are reserved but unwritten, so every probe write pays the same extent conversion.
-	if err := unix.Fallocate(fd, 0, 0, h.Size); err != nil {
+	preallocated = true
+	if err := unix.Fallocate(fd, 0, 0, h.Size); errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		preallocated = false
+		if err := unix.Ftruncate(fd, h.Size); err != nil {
+			return fail("ftruncate", err)
+		}
+	} else if err != nil {
 		return fail("fallocate", err)
 	}
 	if err := unix.Fdatasync(fd); err != nil {
 		return fail("fdatasync", err)
 	}
-	return f, nil
+	return f, preallocated, nil
+}
+
+// noFallocateNotice is what a probe says, once, on a filesystem without fallocate.
+func noFallocateNotice(path string) string {
+	return "fallocate is not supported on the filesystem of " + filepath.Dir(path) +
+		": probe files are extended with ftruncate instead, as etcd does for its WAL there, so each first write into a block also allocates it"
 }
 
 // writeHeader rewrites the header of an open probe file and makes it durable.
@@ -223,11 +240,21 @@ func FreeBytes(dir string) (int64, error) {
 	return int64(s.Bavail) * int64(s.Bsize), nil
 }
 
+// freeBytes is FreeBytes as a round's outstanding operation: statfs hangs on a hung mount
+// (an NFS server gone, a stuck FUSE daemon) as a write does, and must show the same age.
+func freeBytes(inflight *Inflight, dir string) (free int64, err error) {
+	inflight.Do(func() { free, err = FreeBytes(dir) })
+	return free, err
+}
+
 // stillLinked reports whether the file open at fd still has a name: a target directory
 // deleted (and perhaps recreated) under a running exporter leaves the descriptor on a
 // deleted file, where writes would succeed and measure nothing real. fstat's link count
-// tells without a path lookup, so the per-round check does not allocate.
-func stillLinked(fd int) bool {
+// tells without a path lookup, so the per-round check does not allocate. On FUSE and NFS
+// fstat asks the server, so it is the outstanding operation too.
+func stillLinked(inflight *Inflight, fd int) bool {
 	var st unix.Stat_t
-	return unix.Fstat(fd, &st) == nil && st.Nlink > 0
+	var err error
+	inflight.Do(func() { err = unix.Fstat(fd, &st) })
+	return err == nil && st.Nlink > 0
 }

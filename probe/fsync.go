@@ -61,7 +61,7 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if p.opts.MinFree > 0 {
-		free, err := FreeBytes(p.opts.Dir)
+		free, err := freeBytes(env.Inflight, p.opts.Dir)
 		if err != nil {
 			return res, err
 		}
@@ -69,14 +69,14 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 			return res, fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, p.opts.Dir, p.opts.MinFree>>20)
 		}
 	}
-	if p.f != nil && !stillLinked(p.fd) {
+	if p.f != nil && !stillLinked(env.Inflight, p.fd) {
 		_ = p.Close() // the directory was replaced: start a new file in the new one
 	}
 	for range p.opts.Ops {
 		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
 			return res, err
 		}
-		if err := p.ensureRoom(env.Inflight); err != nil {
+		if err := p.ensureRoom(env); err != nil {
 			return res, err
 		}
 		write, sync, err := p.writeAndSync(env.Inflight)
@@ -122,14 +122,14 @@ func (p *Fsync) writeAndSync(inflight *Inflight) (write, sync time.Duration, err
 // ensureRoom opens the file on first use and cuts a new one when the next block would
 // not fit. A fresh file at start-up means every write lands on preallocated, never
 // written blocks, as etcd's do and as fio's recipe does.
-func (p *Fsync) ensureRoom(inflight *Inflight) error {
+func (p *Fsync) ensureRoom(env *Env) error {
 	if p.f != nil && p.off+int64(len(p.buf)) <= p.opts.FileSize {
 		return nil
 	}
 	// Cutting a file (mkdir, create, fallocate, fdatasync) hangs on a frozen or dying
 	// filesystem just as a write does: it is the outstanding operation, and its age shows.
-	inflight.begin(timeNow())
-	defer inflight.end()
+	env.Inflight.begin(timeNow())
+	defer env.Inflight.end()
 	if p.f != nil {
 		_ = p.f.Close()
 		p.f, p.fd = nil, -1
@@ -137,9 +137,12 @@ func (p *Fsync) ensureRoom(inflight *Inflight) error {
 	if _, err := EnsureDir(p.opts.Dir); err != nil {
 		return err
 	}
-	f, err := createOwn(p.path, Header{Kind: "fsync", Size: p.opts.FileSize})
+	f, preallocated, err := createOwn(p.path, Header{Kind: "fsync", Size: p.opts.FileSize})
 	if err != nil {
 		return err
+	}
+	if !preallocated {
+		env.notice(noFallocateNotice(p.path))
 	}
 	p.f, p.fd, p.off = f, int(f.Fd()), HeaderSize
 	return nil

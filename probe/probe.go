@@ -89,6 +89,15 @@ type Env struct {
 	Budget   Budget
 	Inflight *Inflight    // may be nil
 	Observe  func(Sample) // called once per timed system call; may be nil
+	// Notice is told what the probe does differently on this filesystem (no fallocate);
+	// may be nil. The daemon logs each distinct notice once per target.
+	Notice func(string)
+}
+
+func (e *Env) notice(msg string) {
+	if e.Notice != nil {
+		e.Notice(msg)
+	}
 }
 
 func (e *Env) observe(s Sample) {

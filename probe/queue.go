@@ -84,7 +84,7 @@ func RunQueue(ctx context.Context, src *ReadSource, job QueueJob, env *Env) (Que
 	if err := src.checkBlockSize("job", int64(job.BlockSize)); err != nil {
 		return res, err
 	}
-	if !src.ready() {
+	if !src.ready(env.Inflight) {
 		return res, ErrNotPrepared
 	}
 	q := &queueRun{src: src, job: job, env: env, wfd: -1, bs: int64(job.BlockSize)}

@@ -36,7 +36,7 @@ func NewRandread(src *ReadSource, ops, blockSize int) (*Randread, error) {
 // Round does the configured number of random reads.
 func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
-	if !p.src.ready() {
+	if !p.src.ready(env.Inflight) {
 		return res, ErrNotPrepared
 	}
 	for range p.ops {

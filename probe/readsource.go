@@ -95,8 +95,8 @@ func (s *ReadSource) Ready() bool { return s.fd >= 0 }
 
 // ready is Ready for the read rounds: a prepared file that was deleted or replaced under
 // us (target directory recreated) goes back to preparation.
-func (s *ReadSource) ready() bool {
-	if s.fd >= 0 && s.prep != nil && !stillLinked(s.fd) {
+func (s *ReadSource) ready(inflight *Inflight) bool {
+	if s.fd >= 0 && s.prep != nil && !stillLinked(inflight, s.fd) {
 		_ = unix.Close(s.fd)
 		s.fd = -1
 		s.abort()
@@ -134,7 +134,7 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 		env.Inflight.begin(timeNow())
 		ok, err := s.reuse()
 		if err == nil && !ok {
-			err = s.begin()
+			err = s.begin(env)
 		}
 		env.Inflight.end()
 		if err != nil || ok {
@@ -201,14 +201,14 @@ func (s *ReadSource) reuse() (bool, error) {
 	return true, nil
 }
 
-func (s *ReadSource) begin() error {
+func (s *ReadSource) begin(env *Env) error {
 	p := s.prep
 	dir, err := EnsureDir(p.targetDir)
 	if err != nil {
 		return err
 	}
 	if p.minFree > 0 {
-		free, err := FreeBytes(dir)
+		free, err := FreeBytes(dir) // inside PrepareStep's outstanding operation
 		if err != nil {
 			return err
 		}
@@ -217,9 +217,12 @@ func (s *ReadSource) begin() error {
 				ErrLowFreeSpace, p.size>>20, p.size>>20, p.minFree>>20)
 		}
 	}
-	f, err := createOwn(s.path, Header{Kind: "read", Size: p.size})
+	f, preallocated, err := createOwn(s.path, Header{Kind: "read", Size: p.size})
 	if err != nil {
 		return err
+	}
+	if !preallocated {
+		env.notice(noFallocateNotice(s.path))
 	}
 	_ = f.Close()
 	fd, err := unix.Open(s.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

@@ -34,7 +34,7 @@ func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
 // 1 MiB block per target would otherwise stay resident between rounds minutes apart.
 func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
-	if !p.src.ready() {
+	if !p.src.ready(env.Inflight) {
 		return res, ErrNotPrepared
 	}
 	buf, err := alignedBuffer(p.blockSize)
@@ -111,7 +111,7 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if p.minFree > 0 {
-		free, err := FreeBytes(p.dir)
+		free, err := freeBytes(env.Inflight, p.dir)
 		if err != nil {
 			return res, err
 		}
@@ -125,7 +125,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	}
 	if p.fd < 0 {
 		env.Inflight.begin(timeNow()) // creating the file can hang as its writes can
-		err := p.open()
+		err := p.open(env)
 		env.Inflight.end()
 		if err != nil {
 			return res, err
@@ -180,13 +180,16 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	return res, nil
 }
 
-func (p *Seqwrite) open() error {
+func (p *Seqwrite) open(env *Env) error {
 	if p.fd >= 0 {
 		return nil
 	}
-	f, err := createOwn(p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
+	f, preallocated, err := createOwn(p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
 	if err != nil {
 		return err
+	}
+	if !preallocated {
+		env.notice(noFallocateNotice(p.path))
 	}
 	_ = f.Close()
 	fd, err := unix.Open(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

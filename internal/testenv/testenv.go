@@ -423,3 +423,89 @@ func BindMount(t testing.TB, src, dst string) {
 		}
 	})
 }
+
+// ProcessState is the state letter of /proc/PID/stat ("" when the process is gone): "Z"
+// for a process that has exited but is not reaped yet, which is what a process whose
+// thread is stuck in the kernel (frozen or hung filesystem) stays as until the I/O returns.
+func ProcessState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+3 > len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+// Process is a command a test runs whose exit is seen even when one of its threads is
+// stuck in the kernel on a hung mount: the process then stays a zombie, holding its pipes
+// open, until the I/O returns. Its output goes to a file, not a pipe.
+type Process struct {
+	Cmd     *exec.Cmd
+	out     string
+	reaped  chan struct{}
+	waitErr error
+}
+
+// StartProcess starts name with args, its stdout and stderr into one file. It is killed
+// in cleanup (and waited for, up to 10 s).
+func StartProcess(t testing.TB, name string, args ...string) *Process {
+	t.Helper()
+	out, err := os.Create(filepath.Join(t.TempDir(), "output"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{Cmd: exec.Command(name, args...), out: out.Name(), reaped: make(chan struct{})}
+	p.Cmd.Stdout, p.Cmd.Stderr = out, out
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	go func() { p.waitErr = p.Cmd.Wait(); close(p.reaped) }()
+	t.Cleanup(func() {
+		p.Cmd.Process.Kill()
+		select {
+		case <-p.reaped:
+		case <-time.After(10 * time.Second):
+		}
+	})
+	return p
+}
+
+// WaitExit waits until the process has exited, reaped or a zombie, and reports whether it
+// did within timeout.
+func (p *Process) WaitExit(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.reaped:
+			return true
+		default:
+			if ProcessState(p.Cmd.Process.Pid) == "Z" {
+				return true
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// Output is what the process has written so far.
+func (p *Process) Output() string {
+	b, _ := os.ReadFile(p.out)
+	return string(b)
+}
+
+// ExitCode waits up to timeout for the process to be reaped and returns its exit status
+// (-1 when it was not reaped in time or did not exit normally).
+func (p *Process) ExitCode(timeout time.Duration) int {
+	select {
+	case <-p.reaped:
+		return p.Cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		return -1
+	}
+}

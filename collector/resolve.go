@@ -1,0 +1,198 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/internal/answer"
+	"github.com/diskprobe/diskprobe_exporter/probe"
+)
+
+// resolution is what a target's path answered: the target with its kind and kind
+// defaults, its device, the filesystem it is pinned to, or why it cannot be probed.
+type resolution struct {
+	target config.Target
+	dev    device.Info
+	devErr error // no device context (NFS, tmpfs, a container without the host's /sys)
+	pin    filesystemPin
+	err    error // a configuration error, naming file, line and field
+}
+
+// resolveTarget makes every file system call a target needs before its first round
+// (stat, statfs, the device behind it). On a hung mount they hang: it only ever runs
+// through a Resolver.
+func resolveTarget(file string, i int, parsed config.Target, paths device.Paths) resolution {
+	t := parsed
+	if err := config.ResolveTarget(file, i, &t); err != nil {
+		return resolution{err: err}
+	}
+	res := resolution{target: t}
+	res.dev, res.devErr = paths.Resolve(t.Path)
+	if err := checkTarget(file, i, &t, res.dev, res.devErr); err != nil {
+		return resolution{err: err}
+	}
+	res.pin = pinFilesystem(t)
+	return res
+}
+
+// checkTarget validates what a target needs from its disk: read probes need a filesystem
+// that takes O_DIRECT and is not memory, and block sizes must suit the device's O_DIRECT
+// alignment. Errors name the file, line and field.
+func checkTarget(file string, i int, t *config.Target, dev device.Info, devErr error) error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, &config.Error{File: file, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)})
+	}
+	reads := t.Randread != nil || t.Seqread != nil
+	if t.Kind == config.KindDirectory && (reads || t.Seqwrite != nil) {
+		if err := probe.CheckDirectIO(t.Path); err != nil {
+			fail("path", "%v", err)
+			return errors.Join(errs...)
+		}
+	}
+	if devErr != nil || dev.LogicalBlockSize <= 0 {
+		return nil // device context is a bonus; the probes run without it
+	}
+	align := dev.LogicalBlockSize
+	if t.Randread != nil && t.Randread.BlockSize%align != 0 {
+		fail("randread.block_size", "%d is not a multiple of %s's logical block size %d, which O_DIRECT needs", t.Randread.BlockSize, dev.Name, align)
+	}
+	for _, s := range []struct {
+		name string
+		c    *config.SequentialConfig
+	}{{config.ProbeSeqread, t.Seqread}, {config.ProbeSeqwrite, t.Seqwrite}} {
+		if s.c != nil && s.c.BlockSize%align != 0 {
+			fail(s.name+".block_size", "%d is not a multiple of %s's logical block size %d, which O_DIRECT needs", s.c.BlockSize, dev.Name, align)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Resolver resolves targets against the disks with a bounded wait per path; a path that
+// does not answer keeps at most one call outstanding (internal/answer).
+type Resolver struct {
+	paths device.Paths
+	calls answer.Paths
+}
+
+// NewResolver resolves with the device context under paths.
+func NewResolver(paths device.Paths) *Resolver { return &Resolver{paths: paths} }
+
+// resolve resolves the target at index i of file, waiting at most wait (no limit when
+// 0) and until ctx ends; ok is false when the path did not answer.
+func (r *Resolver) resolve(ctx context.Context, file string, i int, parsed config.Target, wait time.Duration) (res resolution, ok bool) {
+	var got resolution
+	ok = r.calls.Call(ctx, parsed.Path+"\x00"+parsed.ProbeDir, wait, func() { got = resolveTarget(file, i, parsed, r.paths) })
+	if !ok {
+		return resolution{}, false
+	}
+	return got, true
+}
+
+// Resolve resolves every target of a parsed configuration, as --config.check does: a
+// path that does not answer within wait is an error naming it. The targets are asked
+// side by side, so that hung paths cost one wait, not one each.
+func (r *Resolver) Resolve(cfg *config.Config, wait time.Duration) (*config.Config, error) {
+	results := r.resolveAll(cfg, wait, func(int) bool { return true })
+	out := &config.Config{File: cfg.File}
+	var errs []error
+	for i, res := range results {
+		t := cfg.Targets[i]
+		switch {
+		case res == nil:
+			errs = append(errs, &config.Error{File: cfg.File, Line: t.Line, Field: fmt.Sprintf("targets[%d].path", i),
+				Msg: (&answer.NotAnsweredError{Path: t.Path, Wait: wait}).Error()})
+		case res.err != nil:
+			errs = append(errs, res.err)
+		default:
+			out.Targets = append(out.Targets, res.target)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// resolveAll resolves the targets for which want is true, side by side; a nil result
+// is a path that did not answer within wait.
+func (r *Resolver) resolveAll(cfg *config.Config, wait time.Duration, want func(i int) bool) []*resolution {
+	results := make([]*resolution, len(cfg.Targets))
+	done := make(chan struct{})
+	n := 0
+	for i, t := range cfg.Targets {
+		if !want(i) {
+			continue
+		}
+		n++
+		go func() {
+			defer func() { done <- struct{}{} }()
+			if res, ok := r.resolve(context.Background(), cfg.File, i, t, wait); ok {
+				results[i] = &res
+			}
+		}()
+	}
+	for range n {
+		<-done
+	}
+	return results
+}
+
+// Plan is a parsed configuration resolved against the disks as far as they answered,
+// ready for Apply.
+type Plan struct {
+	file    string
+	targets []planned
+	wait    time.Duration
+}
+
+type planned struct {
+	index  int
+	parsed config.Target
+	res    *resolution // nil: the path did not answer; the target's worker resolves it
+	keep   bool        // running already with this configuration: not asked again
+}
+
+// Unanswered are the warnings for the targets whose path did not answer in time.
+func (p *Plan) Unanswered() []error {
+	var out []error
+	for _, pt := range p.targets {
+		if !pt.keep && pt.res == nil {
+			out = append(out, &config.Error{File: p.file, Line: pt.parsed.Line, Field: fmt.Sprintf("targets[%d].path", pt.index),
+				Msg: (&answer.NotAnsweredError{Path: pt.parsed.Path, Wait: p.wait}).Error() + "; probing it once it answers"})
+		}
+	}
+	return out
+}
+
+// Plan resolves a parsed configuration for Apply. Targets running unchanged are not
+// asked again (a reload never touches a hung target it keeps); the others are asked side
+// by side for at most wait. A path that does not answer is not an error: its target is
+// started and resolves it on its I/O worker, where a hang shows as the in-flight age like
+// any stuck operation. The error joins the configuration errors of the paths that did.
+func (s *Scheduler) Plan(cfg *config.Config, wait time.Duration) (*Plan, error) {
+	running := map[string]config.Target{}
+	s.mu.Lock()
+	for name, r := range s.runners {
+		running[name] = r.parsed
+	}
+	s.mu.Unlock()
+	p := &Plan{file: cfg.File, wait: wait}
+	for i, t := range cfg.Targets {
+		old, ok := running[t.Name]
+		p.targets = append(p.targets, planned{index: i, parsed: t, keep: ok && sameTarget(old, t)})
+	}
+	results := s.resolver.resolveAll(cfg, wait, func(i int) bool { return !p.targets[i].keep })
+	var errs []error
+	for i, res := range results {
+		p.targets[i].res = res
+		if res != nil && res.err != nil {
+			errs = append(errs, res.err)
+		}
+	}
+	return p, errors.Join(errs...)
+}
