@@ -27,14 +27,17 @@ func (c *inflightCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now()
 	for _, r := range c.scheduler.running() {
-		cur := r.current.Load()
-		age := r.inflight.Age(now)
+		name, age := r.outstanding(now)
+		shown := name == ""
 		for _, pr := range r.probes {
 			v := 0.0
-			if pr.index == cur {
-				v = age.Seconds()
+			if pr.name == name {
+				v, shown = age.Seconds(), true
 			}
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, r.name, pr.name)
+		}
+		if !shown { // a probe the reload removed, stuck since before it
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, age.Seconds(), r.name, name)
 		}
 	}
 }

@@ -40,10 +40,14 @@ type runner struct {
 	// A target whose path did not answer when it was configured is resolved by its worker,
 	// as the first operation of its first round (see resolveOnWorker).
 	isResolved atomic.Bool
-	file       string
-	index      int
-	resolver   *Resolver
-	diskFor    func(key string) (chan struct{}, *diskActivity)
+
+	// predecessor is the runner this one replaced on a reload while its worker was stuck
+	// in the kernel: until that worker returns, its operation is this target's.
+	predecessor *runner
+	file        string
+	index       int
+	resolver    *Resolver
+	diskFor     func(key string) (chan struct{}, *diskActivity)
 
 	probes   []*probeRun
 	work     chan *probeRun
@@ -163,6 +167,35 @@ func (r *runner) stop(deadline <-chan time.Time) bool {
 		r.logger.Warn("abandoning an I/O operation stuck in the kernel", "age", r.inflight.Age(time.Now()).Round(time.Millisecond))
 		return false
 	}
+}
+
+// stuckPredecessor is the predecessor while its worker is still stuck, else nil.
+func (r *runner) stuckPredecessor() *runner {
+	if p := r.predecessor; p != nil {
+		select {
+		case <-p.workerDone:
+		default:
+			return p
+		}
+	}
+	return nil
+}
+
+// outstanding is the target's outstanding operation: which probe, and since when (0
+// when idle), this runner's own or, while it waits behind it, its stuck predecessor's.
+func (r *runner) outstanding(now time.Time) (probe string, age time.Duration) {
+	for _, x := range []*runner{r, r.stuckPredecessor()} {
+		if x == nil {
+			continue
+		}
+		// The index first: the age of an operation that ends meanwhile reads 0.
+		if i := x.current.Load(); i >= 0 {
+			if age := x.inflight.Age(now); age > 0 {
+				return x.probes[i].name, age
+			}
+		}
+	}
+	return "", 0
 }
 
 // jittered spreads rounds by ±10 % so that targets and hosts do not fall into step.

@@ -73,12 +73,20 @@ func (s *Scheduler) Apply(p *Plan) {
 	for _, pt := range p.targets {
 		want[pt.parsed.Name] = pt
 	}
+	// A restarted target whose worker is stuck in the kernel still has that operation
+	// outstanding: its new runner reports its age until it returns (the new worker waits
+	// for the disk lock the old one holds, and would otherwise show the target idle).
+	stuck := map[string]*runner{}
 	for name, r := range s.runners {
 		pt, ok := want[name]
 		if ok && pt.keep {
 			continue
 		}
-		s.stopRunner(r)
+		if !s.stopRunner(r) {
+			stuck[name] = r
+		} else if old := r.stuckPredecessor(); old != nil {
+			stuck[name] = old
+		}
 		delete(s.runners, name)
 		if !ok {
 			s.metrics.forget(name)
@@ -94,6 +102,7 @@ func (s *Scheduler) Apply(p *Plan) {
 		}
 		r := newRunner(t, device.Info{}, false, s.paths, nil, s.metrics, s.clock, s.logger)
 		r.parsed, r.file, r.index, r.resolver, r.diskFor = pt.parsed, p.file, pt.index, s.resolver, s.diskFor
+		r.predecessor = stuck[pt.parsed.Name]
 		s.metrics.targetInfo.DeletePartialMatch(map[string]string{"target": pt.parsed.Name})
 		if pt.res != nil {
 			r.resolved(*pt.res)
@@ -135,8 +144,9 @@ func (s *Scheduler) Ready() bool {
 }
 
 // stopRunner stops a runner without waiting for an I/O stuck in the kernel.
-func (s *Scheduler) stopRunner(r *runner) {
-	r.stop(time.After(100 * time.Millisecond))
+// stopRunner stops a runner for a reload; false: its worker was left stuck in the kernel.
+func (s *Scheduler) stopRunner(r *runner) bool {
+	return r.stop(time.After(100 * time.Millisecond))
 }
 
 // Stop ends every runner, waiting up to timeout in all for outstanding operations.
