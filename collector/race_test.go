@@ -3,11 +3,11 @@ package collector
 import (
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"math"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -117,30 +117,18 @@ func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 	// operation, and is kept, restarted (abandoning its worker) and removed by the reloads.
 	tmp := t.TempDir()
 	steady := target("steady", tmp, 3*time.Millisecond, config.ProbeFsync, config.ProbeRandread)
-	stuck := target("stuck", filepath.Join(tmp, "stuck"), 3*time.Millisecond, config.ProbeFsync)
+	stuck := target("stuck", filepath.Join(tmp, "absent-stuck"), 3*time.Millisecond, config.ProbeFsync)
 	configs := []*config.Config{
 		{Targets: []config.Target{steady, stuck,
-			target("churn", filepath.Join(tmp, "churn"), 2*time.Millisecond, config.ProbeFsync, config.ProbeSeqread)}},
+			target("churn", filepath.Join(tmp, "absent-churn"), 2*time.Millisecond, config.ProbeFsync, config.ProbeSeqread)}},
 		{Targets: []config.Target{steady, stuck,
-			target("churn", filepath.Join(tmp, "churn"), 4*time.Millisecond, config.ProbeFsync, config.ProbeRandread),
-			target("extra", filepath.Join(tmp, "extra"), 2*time.Millisecond, config.ProbeRandread)}},
+			target("churn", filepath.Join(tmp, "absent-churn"), 4*time.Millisecond, config.ProbeFsync, config.ProbeRandread),
+			target("extra", filepath.Join(tmp, "absent-extra"), 2*time.Millisecond, config.ProbeRandread)}},
 		{Targets: []config.Target{steady,
 			target("stuck", stuck.Path, 5*time.Millisecond, config.ProbeFsync)}},
 		{Targets: []config.Target{steady}},
 	}
-	for _, dir := range []string{"stuck", "churn", "extra"} {
-		if err := os.Mkdir(filepath.Join(tmp, dir), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	apply := func(cfg *config.Config) {
-		p, err := s.Plan(cfg, 5*time.Second)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		s.Apply(p)
-	}
+	apply := func(cfg *config.Config) { s.Apply(planWithoutDisks(s, cfg)) }
 	apply(configs[0])
 
 	handler := bestSpeedGzip(reg)
@@ -287,4 +275,20 @@ func labelValue(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// planWithoutDisks is Scheduler.Plan for targets that need no disk: each is taken as it is,
+// without device context, so each has a disk lock of its own and none is asked anything.
+func planWithoutDisks(s *Scheduler, cfg *config.Config) *Plan {
+	running := map[string]config.Target{}
+	for _, r := range s.running() {
+		running[r.name] = r.parsed
+	}
+	p := &Plan{file: "test.yml", wait: time.Second}
+	for i, tg := range cfg.Targets {
+		old, ok := running[tg.Name]
+		p.targets = append(p.targets, planned{index: i, parsed: tg, keep: ok && sameTarget(old, tg),
+			res: &resolution{target: tg, devErr: errors.New("no disk in this test")}})
+	}
+	return p
 }
