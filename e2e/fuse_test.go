@@ -160,22 +160,18 @@ func worstScrape(t *testing.T, obs []observation, while string) time.Duration {
 
 const hungTimeout = 2 * time.Second
 
+// fsyncTarget is a target with a 1s fsync probe and a 2s limits.timeout, as YAML.
+func fsyncTarget(name, path string, ops int) string {
+	return fmt.Sprintf("  - name: %s\n    path: %s\n    fsync: {interval: 1s, ops: %d, block_size: 4KiB, file_size: 1MiB}\n    limits: {timeout: 2s, min_free: 0}\n", name, path, ops)
+}
+
 // TestTargetHungBeforeStartDoesNotHoldUpTheExporter starts the exporter with a target on
 // a FUSE mount that answers nothing, not even stat, as a hard NFS mount whose server is
 // gone: start-up used to stat it before the HTTP server was up, and wait forever.
 func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
 	steady := t.TempDir()
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
-  - name: hung
-    path: %s
-    fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 1MiB}
-    limits: {timeout: 2s, min_free: 0}
-  - name: steady
-    path: %s
-    fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 1MiB}
-    limits: {timeout: 2s, min_free: 0}
-`, h.Dir, steady))
+	cfg := testenv.WriteConfig(t, "targets:\n"+fsyncTarget("hung", h.Dir, 2)+fsyncTarget("steady", steady, 2))
 	testenv.Binary(t)
 	h.Hang()
 	start := time.Now()
@@ -243,12 +239,7 @@ func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 // TestSIGTERMExitsWhileAPathHangsAtStart: the stat of a hung path is abandoned, not waited for.
 func TestSIGTERMExitsWhileAPathHangsAtStart(t *testing.T) {
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
-  - name: hung
-    path: %s
-    fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 1MiB}
-    limits: {timeout: 2s, min_free: 0}
-`, h.Dir))
+	cfg := testenv.WriteConfig(t, "targets:\n"+fsyncTarget("hung", h.Dir, 2))
 	h.Hang()
 	e := startOnHangFS(t, h, cfg, testenv.ExporterOptions{Ready: metricsAnswer})
 	testenv.WaitMetric(t, e, 10*time.Second, "the hung target's in-flight age", func(f families) bool { return inflight(f, "hung", "fsync") > 0 })
@@ -398,9 +389,7 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 	d := mkdirs(t, "a", "b")
 	late := filepath.Join(h.Dir, "late")
 	must(t, os.Mkdir(late, 0o755))
-	target := func(name, path string, ops int) string {
-		return fmt.Sprintf("  - name: %s\n    path: %s\n    fsync: {interval: 1s, ops: %d, block_size: 4KiB, file_size: 1MiB}\n    limits: {timeout: 2s, min_free: 0}\n", name, path, ops)
-	}
+	target := fsyncTarget
 	cfg := testenv.WriteConfig(t, "targets:\n"+target("hung", h.Dir, 2)+target("a", d["a"], 2))
 	e := startOnHangFS(t, h, cfg, testenv.ExporterOptions{})
 	testenv.WaitMetric(t, e, 15*time.Second, "rounds on both targets", func(f families) bool {
