@@ -284,9 +284,22 @@ func validate(opts Options, probes []string) error {
 }
 
 type runner struct {
-	opts  Options
-	rep   *Report
-	align int64 // the device's logical block size, the O_DIRECT fallback alignment
+	opts    Options
+	rep     *Report
+	align   int64 // the device's logical block size, the O_DIRECT fallback alignment
+	noticed map[string]bool
+}
+
+// notice reports, once, what a probe did differently on this filesystem (no fallocate).
+func (r *runner) notice(msg string) {
+	if r.noticed[msg] {
+		return
+	}
+	if r.noticed == nil {
+		r.noticed = map[string]bool{}
+	}
+	r.noticed[msg] = true
+	r.rep.Warnings = append(r.rep.Warnings, msg)
 }
 
 // runDirectory runs the probes in a scratch directory of its own inside PATH (or
@@ -375,7 +388,7 @@ func (r *runner) runFsync(ctx context.Context, scratch string) error {
 	writes := make([]time.Duration, 0, ops)
 	syncs := make([]time.Duration, 0, ops)
 	var done atomic.Int64
-	env := &probe.Env{Budget: probe.Unlimited, Observe: func(s probe.Sample) {
+	env := &probe.Env{Budget: probe.Unlimited, Notice: r.notice, Observe: func(s probe.Sample) {
 		switch s.Phase {
 		case probe.PhaseWrite:
 			writes = append(writes, s.Duration)
@@ -414,7 +427,7 @@ func (r *runner) prepare(ctx context.Context, src *probe.ReadSource) error {
 		n := written.Load()
 		return float64(n) / total, fmt.Sprintf("%s/%s of the read file", mib(n), mib(ReadFileSize))
 	})
-	env := &probe.Env{Budget: probe.Unlimited}
+	env := &probe.Env{Budget: probe.Unlimited, Notice: r.notice}
 	for {
 		res, done, err := src.PrepareStep(ctx, env)
 		written.Add(res.Bytes)
@@ -451,7 +464,7 @@ func (r *runner) runRandread(ctx context.Context, src *probe.ReadSource) error {
 	defer p.Close()
 	var reads []time.Duration
 	var done atomic.Int64
-	env := &probe.Env{Budget: probe.Unlimited, Observe: func(s probe.Sample) {
+	env := &probe.Env{Budget: probe.Unlimited, Notice: r.notice, Observe: func(s probe.Sample) {
 		reads = append(reads, s.Duration)
 		done.Add(1)
 	}}
@@ -489,7 +502,7 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 	// One round reads all of it sequentially; each timed read is observed, which is
 	// what the progress counts.
 	var read atomic.Int64
-	env := &probe.Env{Budget: probe.Unlimited, Observe: func(probe.Sample) { read.Add(SeqreadBlock) }}
+	env := &probe.Env{Budget: probe.Unlimited, Notice: r.notice, Observe: func(probe.Sample) { read.Add(SeqreadBlock) }}
 	stop := r.opts.Progress.start(ProbeSeqread, func(elapsed time.Duration) (float64, string) {
 		n := read.Load()
 		return float64(n) / SeqreadBytes, fmt.Sprintf("%s/%s in %s blocks", mib(n), mib(SeqreadBytes), mib(SeqreadBlock))
