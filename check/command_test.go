@@ -436,3 +436,29 @@ func TestCheckOnAHungPathNamesIt(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckOnAFilesystemWithoutFallocate: on a FUSE filesystem without fallocate (bindfs)
+// check used to fail with `fallocate …: operation not supported`. It measures, with the
+// files extended by ftruncate, and says so among its warnings.
+func TestCheckOnAFilesystemWithoutFallocate(t *testing.T) {
+	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
+	r := runCheck(t, 2*time.Minute, "--json", "--size=1MiB", "--probes=fsync,randread", "--duration=1s", h.Dir)
+	if r.code == 2 {
+		t.Fatalf("no verdict (exit 2):\n%s", r.stderr)
+	}
+	doc := decode(t, r)
+	warnings, _ := doc["warnings"].([]any)
+	found := 0
+	for _, w := range warnings {
+		if s, _ := w.(string); strings.Contains(s, "fallocate is not supported") {
+			found++
+		}
+	}
+	if found != 1 {
+		t.Errorf("%d warnings about the missing fallocate, want 1: %v", found, warnings)
+	}
+	if p99 := field(doc, "probes", "fsync", "fdatasync_seconds", "p99"); p99 == nil {
+		t.Errorf("no fdatasync p99 in the report")
+	}
+	assertNothingLeft(t, h.Dir)
+}

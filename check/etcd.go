@@ -156,6 +156,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	rep.judge()
+	rep.Warnings = append(rep.Warnings, tg.noticed...)
 	return rep, nil
 }
 
@@ -240,7 +241,7 @@ func (r *runner) fsync(ctx context.Context, scratch string) error {
 	writes := make([]time.Duration, 0, ops)
 	syncs := make([]time.Duration, 0, ops)
 	var done atomic.Int64
-	env := &probe.Env{Budget: probe.Unlimited, Observe: func(s probe.Sample) {
+	env := &probe.Env{Budget: probe.Unlimited, Notice: r.tg.notice, Observe: func(s probe.Sample) {
 		switch s.Phase {
 		case probe.PhaseWrite:
 			writes = append(writes, s.Duration)
@@ -293,7 +294,7 @@ func (r *runner) runRandread(ctx context.Context, src *probe.ReadSource) error {
 	defer func() { _ = p.Close() }()
 	var reads []time.Duration
 	var done atomic.Int64
-	env := &probe.Env{Budget: probe.Unlimited, Observe: func(s probe.Sample) {
+	env := &probe.Env{Budget: probe.Unlimited, Notice: r.tg.notice, Observe: func(s probe.Sample) {
 		reads = append(reads, s.Duration)
 		done.Add(1)
 	}}
@@ -331,7 +332,7 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 	// One round reads all of it sequentially; each timed read is observed, which is
 	// what the progress counts.
 	var read atomic.Int64
-	env := &probe.Env{Budget: probe.Unlimited, Observe: func(probe.Sample) { read.Add(SeqreadBlock) }}
+	env := &probe.Env{Budget: probe.Unlimited, Notice: r.tg.notice, Observe: func(probe.Sample) { read.Add(SeqreadBlock) }}
 	stop := r.opts.Progress.start(ProbeSeqread, func(elapsed time.Duration) (float64, string) {
 		n := read.Load()
 		return float64(n) / SeqreadBytes, fmt.Sprintf("%s/%s in %s blocks", mib(n), mib(SeqreadBytes), mib(SeqreadBlock))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,15 @@ type target struct {
 	isDevice bool
 	device   *Device // nil when the device could not be resolved
 	align    int64   // the device's logical block size, the O_DIRECT fallback alignment
+	noticed  []string
+}
+
+// notice keeps, once, what a probe did differently on this filesystem (no fallocate),
+// for the report's warnings.
+func (t *target) notice(msg string) {
+	if !slices.Contains(t.noticed, msg) {
+		t.noticed = append(t.noticed, msg)
+	}
 }
 
 // openTarget looks at PATH (and waits for PATH and probeDir to answer first: see answers).
@@ -143,7 +153,7 @@ func (t *target) withReadSource(ctx context.Context, probeDir string, size int64
 			return err
 		}
 		defer func() { _ = src.Close() }()
-		if err := prepareFile(ctx, src, size, progress); err != nil {
+		if err := prepareFile(ctx, src, size, progress, t.notice); err != nil {
 			return err
 		}
 		return fn(src)
@@ -151,14 +161,14 @@ func (t *target) withReadSource(ctx context.Context, probeDir string, size int64
 }
 
 // prepareFile writes the read file in full (random data, no holes) before the first read.
-func prepareFile(ctx context.Context, src *probe.ReadSource, size int64, progress *Progress) error {
+func prepareFile(ctx context.Context, src *probe.ReadSource, size int64, progress *Progress, notice func(string)) error {
 	var written atomic.Int64
 	total := float64(probe.HeaderSize + size)
 	stop := progress.start("prepare", func(time.Duration) (float64, string) {
 		n := written.Load()
 		return float64(n) / total, fmt.Sprintf("%s/%s of the read file", mib(n), mib(size))
 	})
-	env := &probe.Env{Budget: probe.Unlimited}
+	env := &probe.Env{Budget: probe.Unlimited, Notice: notice}
 	for {
 		res, done, err := src.PrepareStep(ctx, env)
 		written.Add(res.Bytes)

@@ -20,7 +20,9 @@ import (
 // loop, which only ever waits on timers, and the I/O worker, the single goroutine that
 // touches the target's disk. An operation stuck in the kernel blocks the worker alone;
 // the schedule loop goes on counting skipped rounds, and /metrics reads the age of the
-// stuck operation from an atomic.
+// stuck operation from an atomic. The one exception is a path that did not answer when
+// the target was configured: the Resolver's call on it is the goroutine that hangs, and
+// the worker waits for that call rather than making a second one.
 type runner struct {
 	name    string
 	timeout time.Duration // limits.timeout, read by the schedule loop
@@ -516,7 +518,7 @@ func (r *runner) notice(msg string) {
 		r.noticed = map[string]bool{}
 	}
 	r.noticed[msg] = true
-	r.logger.Warn(msg)
+	r.logger.Warn(msg, "path", r.target.ProbeRoot())
 }
 
 func (r *runner) needsPreparation() bool {

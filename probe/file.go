@@ -212,11 +212,10 @@ func createOwn(path string, h Header) (f *os.File, preallocated bool, err error)
 	return f, preallocated, nil
 }
 
-// noFallocateNotice is what a probe says, once, on a filesystem without fallocate.
-func noFallocateNotice(path string) string {
-	return "fallocate is not supported on the filesystem of " + filepath.Dir(path) +
-		": probe files are extended with ftruncate instead, as etcd does for its WAL there, so each first write into a block also allocates it"
-}
+// noFallocateNotice is what a probe says, once, on a filesystem without fallocate. It
+// names no file: the target's files (or check's scratch directories) share the filesystem.
+const noFallocateNotice = "fallocate is not supported on the target's filesystem" +
+	": probe files are extended with ftruncate instead, as etcd does for its WAL there, so each first write into a block also allocates it"
 
 // writeHeader rewrites the header of an open probe file and makes it durable.
 func writeHeader(f *os.File, h Header) error {

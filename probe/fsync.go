@@ -142,7 +142,7 @@ func (p *Fsync) ensureRoom(env *Env) error {
 		return err
 	}
 	if !preallocated {
-		env.notice(noFallocateNotice(p.path))
+		env.notice(noFallocateNotice)
 	}
 	p.f, p.fd, p.off = f, int(f.Fd()), HeaderSize
 	return nil

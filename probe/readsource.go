@@ -222,7 +222,7 @@ func (s *ReadSource) begin(env *Env) error {
 		return err
 	}
 	if !preallocated {
-		env.notice(noFallocateNotice(s.path))
+		env.notice(noFallocateNotice)
 	}
 	_ = f.Close()
 	fd, err := unix.Open(s.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

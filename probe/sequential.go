@@ -189,7 +189,7 @@ func (p *Seqwrite) open(env *Env) error {
 		return err
 	}
 	if !preallocated {
-		env.notice(noFallocateNotice(p.path))
+		env.notice(noFallocateNotice)
 	}
 	_ = f.Close()
 	fd, err := unix.Open(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
