@@ -25,23 +25,15 @@ type readFile struct {
 
 // open opens the source on first use by a read probe.
 func (f *readFile) open(r *runner) (*probe.ReadSource, error) {
-	if f.source != nil {
-		return f.source, nil
+	var err error
+	switch {
+	case f.source != nil:
+	case r.target.Kind == config.KindBlockDevice:
+		f.source, err = probe.OpenDevice(r.target.Path, r.fallbackAlign())
+	default:
+		f.source, err = probe.NewProbeFile(r.target.ProbeRoot(), r.target.ReadFileSize(), r.target.Limits.MinFree, r.fallbackAlign())
 	}
-	var (
-		src *probe.ReadSource
-		err error
-	)
-	if r.target.Kind == config.KindBlockDevice {
-		src, err = probe.OpenDevice(r.target.Path, r.fallbackAlign())
-	} else {
-		src, err = probe.NewProbeFile(r.target.ProbeRoot(), r.target.ReadFileSize(), r.target.Limits.MinFree, r.fallbackAlign())
-	}
-	if err != nil {
-		return nil, err
-	}
-	f.source = src
-	return src, nil
+	return f.source, err
 }
 
 // unfinished says whether the worker has preparation steps to take between rounds.
@@ -126,7 +118,7 @@ func (r *runner) notPrepared(pr *probeRun) {
 // readProbe is the probe the preparation is accounted to: the first that reads the file.
 func (r *runner) readProbe() *probeRun {
 	for _, pr := range r.probes {
-		if pr.readsSource {
+		if config.LookupProbe(pr.name).ReadsSource {
 			return pr
 		}
 	}

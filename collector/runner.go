@@ -70,12 +70,11 @@ type probeRun struct {
 	next     time.Time
 	pending  atomic.Bool // a round is queued or running
 
-	config      *config.ProbeConfig
-	build       func(r *runner, c *config.ProbeConfig) (probe.Prober, error)
-	readsSource bool // reads the target's read file or device (config.ProbeKind.ReadsSource)
-	prober      probe.Prober
-	env         probe.Env
-	lastErr     string
+	config  *config.ProbeConfig
+	build   func(r *runner, c *config.ProbeConfig) (probe.Prober, error)
+	prober  probe.Prober
+	env     probe.Env
+	lastErr string
 
 	runs, errs, ioOps, ioBytes prometheus.Counter
 	lastSuccess                prometheus.Gauge
@@ -96,8 +95,7 @@ func newRunner(t config.Target, dev device.Info, devOK bool, paths device.Paths,
 	r.isResolved.Store(true)
 	for _, name := range t.Probes() {
 		kind := probeKinds[name]
-		pr := &probeRun{name: name, index: int32(len(r.probes)), interval: t.Interval(name), config: t.Probe[name],
-			build: kind.build, readsSource: config.LookupProbe(name).ReadsSource}
+		pr := &probeRun{name: name, index: int32(len(r.probes)), interval: t.Interval(name), config: t.Probe[name], build: kind.build}
 		pr.runs = m.runs.WithLabelValues(t.Name, name)
 		pr.errs = m.errors.WithLabelValues(t.Name, name)
 		pr.ioOps = m.ioOps.WithLabelValues(t.Name, name)
