@@ -18,7 +18,7 @@ const (
 // builds and records each kind from its own file (collector/probe_<name>.go).
 type ProbeKind struct {
 	Name string
-	// Writes: refused on block devices (the exporter never writes to a device); limits.min_free applies.
+	// Writes: refused on block devices (the exporter never writes to a device).
 	Writes bool
 	// ReadsSource: reads the target's shared read source, the whole device or the read probe
 	// file that the worker prepares before the first read.
