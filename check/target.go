@@ -168,19 +168,12 @@ func prepareFile(ctx context.Context, src *probe.ReadSource, size int64, progres
 		n := written.Load()
 		return float64(n) / total, fmt.Sprintf("%s/%s of the read file", mib(n), mib(size))
 	})
-	env := &probe.Env{Budget: probe.Unlimited, Notice: notice}
-	for {
-		res, done, err := src.PrepareStep(ctx, env)
-		written.Add(res.Bytes)
-		if err != nil {
-			stop(false)
-			return fmt.Errorf("preparing the read file: %w", err)
-		}
-		if done {
-			stop(true)
-			return nil
-		}
+	err := src.Prepare(ctx, &probe.Env{Budget: probe.Unlimited, Notice: notice}, func(res probe.Result) { written.Add(res.Bytes) })
+	stop(err == nil)
+	if err != nil {
+		return fmt.Errorf("preparing the read file: %w", err)
 	}
+	return nil
 }
 
 // deviceSize is the size of a block device, read without opening it for writing.

@@ -37,21 +37,12 @@ func (b *Budget) Wait(ctx context.Context, n int) error {
 
 func largestBlock(t *config.Target) int {
 	var n int64
-	if t.Fsync != nil {
-		n = max(n, t.Fsync.BlockSize)
-	}
-	if t.Randread != nil {
-		n = max(n, t.Randread.BlockSize)
-	}
-	if t.Seqread != nil {
-		n = max(n, t.Seqread.BlockSize)
-	}
-	if t.Seqwrite != nil {
-		n = max(n, t.Seqwrite.BlockSize)
-	}
-	// Preparation writes the read probe file in 1 MiB blocks.
-	if t.Kind == config.KindDirectory && (t.Randread != nil || t.Seqread != nil) {
-		n = max(n, 1<<20)
+	for name, c := range t.Probe {
+		n = max(n, c.BlockSize)
+		// Preparation writes the read probe file in 1 MiB blocks.
+		if t.Kind == config.KindDirectory && config.LookupProbe(name).ReadsSource {
+			n = max(n, 1<<20)
+		}
 	}
 	return int(n)
 }

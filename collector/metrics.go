@@ -124,11 +124,12 @@ func (m *Metrics) SetReload(ok bool, now time.Time) {
 // forget deletes every series of a target that is no longer configured.
 func (m *Metrics) forget(target string) {
 	l := prometheus.Labels{"target": target}
-	for _, v := range []interface {
-		DeletePartialMatch(prometheus.Labels) int
-	}{m.fdatasync, m.write, m.read, m.seqBytes, m.seqDuration, m.seqThroughput,
-		m.runs, m.errors, m.skipped, m.lastSuccess, m.ioOps, m.ioBytes, m.busy, m.otherIOPS, m.targetInfo} {
-		v.DeletePartialMatch(l)
+	for _, c := range m.all {
+		if v, ok := c.(interface {
+			DeletePartialMatch(prometheus.Labels) int
+		}); ok {
+			v.DeletePartialMatch(l)
+		}
 	}
 }
 

@@ -74,22 +74,23 @@ func (p *observingProber) Close() error { return nil }
 // rare here: TestLatencyHistogramScrapesAreConsistentUnderObservation is the one for that.
 func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 	hold := make(chan struct{})
-	saved := map[string]func(*runner) (probe.Prober, error){}
-	for name, build := range builders {
-		saved[name] = build
-		builders[name] = func(r *runner) (probe.Prober, error) {
+	saved := map[string]probeKind{}
+	for name, kind := range probeKinds {
+		saved[name] = kind
+		kind.build = func(r *runner, _ *config.ProbeConfig) (probe.Prober, error) {
 			if r.target.Name == "stuck" {
 				return &observingProber{ops: 1, hold: hold}, nil
 			}
 			return &observingProber{ops: 5}, nil
 		}
+		probeKinds[name] = kind
 	}
 	var released sync.Once
 	release := func() { released.Do(func() { close(hold) }) }
 	t.Cleanup(func() {
 		release() // let the abandoned worker of the stuck target finish
-		for name, build := range saved {
-			builders[name] = build
+		for name, kind := range saved {
+			probeKinds[name] = kind
 		}
 	})
 
@@ -99,14 +100,13 @@ func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 	limits := config.Limits{IOPS: 1e5, Bandwidth: 1 << 30, Timeout: 50 * time.Millisecond}
 	target := func(name, path string, interval time.Duration, probes ...string) config.Target {
 		tg := config.Target{Name: name, Path: path, Kind: config.KindDirectory, Limits: limits}
+		tg.Probe = map[string]*config.ProbeConfig{}
 		for _, p := range probes {
 			switch p {
-			case config.ProbeFsync:
-				tg.Fsync = &config.FsyncConfig{Interval: interval, Ops: 5, BlockSize: 4096, FileSize: 1 << 20}
-			case config.ProbeRandread:
-				tg.Randread = &config.RandreadConfig{Interval: interval, Ops: 5, BlockSize: 4096, FileSize: 1 << 20}
+			case config.ProbeFsync, config.ProbeRandread:
+				tg.Probe[p] = &config.ProbeConfig{Interval: interval, Ops: 5, BlockSize: 4096, FileSize: 1 << 20}
 			case config.ProbeSeqread:
-				tg.Seqread = &config.SequentialConfig{Interval: interval, Bytes: 1 << 20, BlockSize: 4096}
+				tg.Probe[p] = &config.ProbeConfig{Interval: interval, Bytes: 1 << 20, BlockSize: 4096}
 			}
 		}
 		return tg

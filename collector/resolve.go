@@ -47,8 +47,13 @@ func checkTarget(file string, i int, t *config.Target, dev device.Info, devErr e
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, &config.Error{File: file, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)})
 	}
-	reads := t.Randread != nil || t.Seqread != nil
-	if t.Kind == config.KindDirectory && (reads || t.Seqwrite != nil) {
+	var direct []*config.ProbeKind // the enabled probes that open with O_DIRECT
+	for _, k := range config.ProbeKinds {
+		if k.DirectIO && t.Probe[k.Name] != nil {
+			direct = append(direct, k)
+		}
+	}
+	if t.Kind == config.KindDirectory && len(direct) > 0 {
 		if err := probe.CheckDirectIO(t.Path); err != nil {
 			fail("path", "%v", err)
 			return errors.Join(errs...)
@@ -58,15 +63,9 @@ func checkTarget(file string, i int, t *config.Target, dev device.Info, devErr e
 		return nil // device context is a bonus; the probes run without it
 	}
 	align := dev.LogicalBlockSize
-	if t.Randread != nil && t.Randread.BlockSize%align != 0 {
-		fail("randread.block_size", "%d is not a multiple of %s's logical block size %d, which O_DIRECT needs", t.Randread.BlockSize, dev.Name, align)
-	}
-	for _, s := range []struct {
-		name string
-		c    *config.SequentialConfig
-	}{{config.ProbeSeqread, t.Seqread}, {config.ProbeSeqwrite, t.Seqwrite}} {
-		if s.c != nil && s.c.BlockSize%align != 0 {
-			fail(s.name+".block_size", "%d is not a multiple of %s's logical block size %d, which O_DIRECT needs", s.c.BlockSize, dev.Name, align)
+	for _, k := range direct {
+		if bs := t.Probe[k.Name].BlockSize; bs%align != 0 {
+			fail(k.Name+".block_size", "%d is not a multiple of %s's logical block size %d, which O_DIRECT needs", bs, dev.Name, align)
 		}
 	}
 	return errors.Join(errs...)

@@ -34,7 +34,7 @@ func startUnanswered(t *testing.T, tg config.Target, log io.Writer) (*Scheduler,
 func TestPathThatAnswersLateIsResolvedOnItsWorker(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "late")
 	tg := config.Target{Name: "late", Path: path, Line: 2, Limits: config.DefaultLimits,
-		Fsync: &config.FsyncConfig{Interval: time.Second, Ops: 1, BlockSize: 4096, FileSize: 1 << 20}}
+		Probe: map[string]*config.ProbeConfig{config.ProbeFsync: {Interval: time.Second, Ops: 1, BlockSize: 4096, FileSize: 1 << 20}}}
 	tg.Limits.MinFree = 0
 	var log testenv.SyncBuffer
 	s, m := startUnanswered(t, tg, &log)

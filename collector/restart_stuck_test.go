@@ -36,8 +36,10 @@ func (p *heldProber) Close() error { return nil }
 // once the operation returns, after which the new runner probes.
 func TestReloadThatChangesAStuckTargetKeepsReportingItStuck(t *testing.T) {
 	hold := make(chan struct{})
-	saved := builders[config.ProbeFsync]
-	builders[config.ProbeFsync] = func(r *runner) (probe.Prober, error) { return &heldProber{hold: hold}, nil }
+	saved := probeKinds[config.ProbeFsync]
+	held := saved
+	held.build = func(*runner, *config.ProbeConfig) (probe.Prober, error) { return &heldProber{hold: hold}, nil }
+	probeKinds[config.ProbeFsync] = held
 	released := false
 	release := func() {
 		if !released {
@@ -47,7 +49,7 @@ func TestReloadThatChangesAStuckTargetKeepsReportingItStuck(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		release()
-		builders[config.ProbeFsync] = saved
+		probeKinds[config.ProbeFsync] = saved
 	})
 
 	reg := prometheus.NewRegistry()
@@ -61,7 +63,8 @@ func TestReloadThatChangesAStuckTargetKeepsReportingItStuck(t *testing.T) {
 	cfgWith := func(interval time.Duration) *config.Config {
 		return &config.Config{Targets: []config.Target{{Name: "stuck", Path: dir, Kind: config.KindDirectory,
 			Limits: config.Limits{IOPS: 100, Bandwidth: 1 << 30, Timeout: time.Hour},
-			Fsync:  &config.FsyncConfig{Interval: interval, Ops: 1, BlockSize: 4096, FileSize: 1 << 20}}}}
+			Probe: map[string]*config.ProbeConfig{
+				config.ProbeFsync: {Interval: interval, Ops: 1, BlockSize: 4096, FileSize: 1 << 20}}}}}
 	}
 	apply := func(cfg *config.Config) {
 		t.Helper()

@@ -57,11 +57,9 @@ type runner struct {
 	current  atomic.Int32 // index into probes of the running round, -1 when idle
 
 	// Worker-only state.
-	source      *probe.ReadSource // the read probes' file or device
-	sourceErr   error             // why the source could not be opened or prepared
-	prepLog     float64           // preparation progress last logged
-	noticed     map[string]bool   // notices from the probes, logged once each
-	contextMark contextMark       // where device context was last published
+	prep        readFile        // the read probes' file or device, and its preparation
+	noticed     map[string]bool // notices from the probes, logged once each
+	contextMark contextMark     // where device context was last published
 
 	stuck bool // the outstanding operation was reported past limits.timeout (schedule loop only)
 
@@ -78,20 +76,15 @@ type probeRun struct {
 	next     time.Time
 	pending  atomic.Bool // a round is queued or running
 
-	build   func(r *runner) (probe.Prober, error)
+	config  *config.ProbeConfig
+	build   func(r *runner, c *config.ProbeConfig) (probe.Prober, error)
 	prober  probe.Prober
 	env     probe.Env
 	lastErr string
 
-	direction string // "read" or "write" for the sequential probes
-
-	// waitsForPreparation: a round of this read probe was skipped because the probe file
-	// was not ready; it runs as soon as it is rather than a whole interval later (worker only).
-	waitsForPreparation bool
-
 	runs, errs, ioOps, ioBytes prometheus.Counter
-	lastSuccess, throughput    prometheus.Gauge
-	seqBytes, seqDuration      prometheus.Counter
+	lastSuccess                prometheus.Gauge
+	onSuccess                  func(probe.Result) // set by the kind's record, when its rounds add up
 	// skip counts a round not run, by reason. Its series come into being at the first
 	// skip rather than at 0: rounds are rarely skipped, and three reasons per probe that
 	// stay 0 were a tenth of every scrape.
@@ -107,7 +100,8 @@ func newRunner(t config.Target, dev device.Info, devOK bool, paths device.Paths,
 	r.current.Store(-1)
 	r.isResolved.Store(true)
 	for _, name := range t.Probes() {
-		pr := &probeRun{name: name, index: int32(len(r.probes)), interval: t.Interval(name), build: builders[name]}
+		kind := probeKinds[name]
+		pr := &probeRun{name: name, index: int32(len(r.probes)), interval: t.Interval(name), config: t.Probe[name], build: kind.build}
 		pr.runs = m.runs.WithLabelValues(t.Name, name)
 		pr.errs = m.errors.WithLabelValues(t.Name, name)
 		pr.ioOps = m.ioOps.WithLabelValues(t.Name, name)
@@ -115,28 +109,7 @@ func newRunner(t config.Target, dev device.Info, devOK bool, paths device.Paths,
 		pr.skip = func(reason string) { m.skipped.WithLabelValues(t.Name, name, reason).Inc() }
 		pr.lastSuccess = m.lastSuccess.WithLabelValues(t.Name, name)
 		pr.env = probe.Env{Budget: r.budget, Inflight: &r.inflight, Notice: r.notice}
-		switch name {
-		case config.ProbeFsync:
-			write, sync := m.write.WithLabelValues(t.Name), m.fdatasync.WithLabelValues(t.Name)
-			pr.env.Observe = func(s probe.Sample) {
-				if s.Phase == probe.PhaseWrite {
-					write.Observe(s.Duration.Seconds())
-				} else {
-					sync.Observe(s.Duration.Seconds())
-				}
-			}
-		case config.ProbeRandread:
-			read := m.read.WithLabelValues(t.Name)
-			pr.env.Observe = func(s probe.Sample) { read.Observe(s.Duration.Seconds()) }
-		case config.ProbeSeqread, config.ProbeSeqwrite:
-			pr.direction = "read"
-			if name == config.ProbeSeqwrite {
-				pr.direction = "write"
-			}
-			pr.seqBytes = m.seqBytes.WithLabelValues(t.Name, pr.direction)
-			pr.seqDuration = m.seqDuration.WithLabelValues(t.Name, pr.direction)
-			pr.throughput = m.seqThroughput.WithLabelValues(t.Name, pr.direction)
-		}
+		kind.record(m, t.Name, pr)
 		r.probes = append(r.probes, pr)
 	}
 	r.work = make(chan *probeRun, len(r.probes))
@@ -266,17 +239,14 @@ func (r *runner) worker(ctx context.Context) {
 	defer close(r.workerDone)
 	defer r.closeProbes()
 	for {
-		if r.needsPreparation() {
+		if r.prep.unfinished() {
 			select {
 			case pr := <-r.work:
 				r.run(ctx, pr)
 			case <-ctx.Done():
 				return
 			default:
-				r.prepare(ctx)
-				if r.source != nil && r.source.Ready() {
-					r.runWaitingRounds(ctx)
-				}
+				r.prepareStep(ctx)
 			}
 			continue
 		}
@@ -289,30 +259,13 @@ func (r *runner) worker(ctx context.Context) {
 	}
 }
 
-// runWaitingRounds runs, once the read probe file is ready, the rounds that were skipped
-// while it was not: after a start (even with a file that only needs reopening) the first
-// seqread round would otherwise come 10 minutes later.
-func (r *runner) runWaitingRounds(ctx context.Context) {
-	for _, pr := range r.probes {
-		if !pr.waitsForPreparation {
-			continue
-		}
-		pr.waitsForPreparation = false
-		if pr.pending.CompareAndSwap(false, true) { // else a round is queued already
-			r.run(ctx, pr)
-		}
-	}
-}
-
 func (r *runner) closeProbes() {
 	for _, pr := range r.probes {
 		if pr.prober != nil {
 			_ = pr.prober.Close()
 		}
 	}
-	if r.source != nil {
-		_ = r.source.Close()
-	}
+	r.prep.close()
 }
 
 // withDevice holds the disk's lock around one unit of I/O and samples the device's
@@ -422,8 +375,8 @@ func (r *runner) run(ctx context.Context, pr *probeRun) {
 		return
 	}
 	var moved *filesystemChangedError
-	if errors.As(r.sourceErr, &moved) {
-		r.sourceErr = nil // back on its filesystem: preparation may go on
+	if errors.As(r.prep.err, &moved) {
+		r.prep.err = nil // back on its filesystem: preparation may go on
 	}
 	if pr.prober == nil {
 		var (
@@ -431,7 +384,7 @@ func (r *runner) run(ctx context.Context, pr *probeRun) {
 			err error
 		)
 		r.current.Store(pr.index)
-		r.inflight.Do(func() { p, err = pr.build(r) })
+		r.inflight.Do(func() { p, err = pr.build(r, pr.config) })
 		r.current.Store(-1)
 		if err != nil {
 			pr.runs.Inc()
@@ -449,17 +402,8 @@ func (r *runner) run(ctx context.Context, pr *probeRun) {
 	}
 	r.account(pr, res)
 	switch {
-	case errors.Is(err, probe.ErrNotPrepared) && errors.Is(r.sourceErr, probe.ErrLowFreeSpace):
-		pr.skip(SkipLowFreeSpace) // as for the write probes: the floor is not an error
-		r.noteError(pr, r.sourceErr, slog.LevelWarn)
-		r.sourceErr = nil
-	case errors.Is(err, probe.ErrNotPrepared) && r.sourceErr != nil:
-		pr.runs.Inc()
-		r.fail(pr, r.sourceErr)
-		r.sourceErr = nil // retry the preparation once per round of a read probe
 	case errors.Is(err, probe.ErrNotPrepared):
-		pr.skip(SkipPreparing)
-		pr.waitsForPreparation = true
+		r.notPrepared(pr)
 	case errors.Is(err, probe.ErrLowFreeSpace):
 		pr.skip(SkipLowFreeSpace)
 		r.noteError(pr, err, slog.LevelWarn)
@@ -471,10 +415,8 @@ func (r *runner) run(ctx context.Context, pr *probeRun) {
 		// whose time is still the previous one's.
 		pr.lastSuccess.Set(float64(r.clock.Now().UnixNano()) / 1e9)
 		pr.runs.Inc()
-		if pr.direction != "" && res.IO > 0 {
-			pr.seqBytes.Add(float64(res.Bytes))
-			pr.seqDuration.Add(res.IO.Seconds())
-			pr.throughput.Set(float64(res.Bytes) / res.IO.Seconds())
+		if pr.onSuccess != nil {
+			pr.onSuccess(res)
 		}
 		if pr.lastErr != "" {
 			r.logger.Info("probe recovered", "probe", pr.name)
@@ -519,50 +461,4 @@ func (r *runner) notice(msg string) {
 	}
 	r.noticed[msg] = true
 	r.logger.Warn(msg, "path", r.target.ProbeRoot())
-}
-
-func (r *runner) needsPreparation() bool {
-	return r.source != nil && !r.source.Ready() && r.sourceErr == nil
-}
-
-// prepare writes one bounded step of the read probe file, accounted to the first read probe.
-func (r *runner) prepare(ctx context.Context) {
-	pr := r.readProbe()
-	if err := r.checkFilesystem(pr); err != nil {
-		r.sourceErr = err // the next read round reports it
-		return
-	}
-	var (
-		res  probe.Result
-		done bool
-		err  error
-	)
-	if !r.withDevice(ctx, pr.index, func() { res, done, err = r.source.PrepareStep(ctx, &pr.env) }) || ctx.Err() != nil {
-		return
-	}
-	r.account(pr, res)
-	switch {
-	case err != nil:
-		// Reported by the next read round, which counts it and logs it once per change
-		// of state (a foreign file or a full disk fails every retry the same way).
-		r.sourceErr = fmt.Errorf("preparing the read probe file: %w", err)
-	case done && r.source.Reused():
-		r.logger.Info("reusing the prepared read probe file", "path", r.source.Path())
-	case done:
-		r.logger.Info("read probe file prepared", "path", r.source.Path())
-	default:
-		if p := r.source.Progress(); p-r.prepLog >= 0.25 || r.prepLog == 0 {
-			r.prepLog = p
-			r.logger.Info("preparing the read probe file", "path", r.source.Path(), "progress", int(p*100))
-		}
-	}
-}
-
-func (r *runner) readProbe() *probeRun {
-	for _, pr := range r.probes {
-		if pr.name == config.ProbeRandread || pr.name == config.ProbeSeqread {
-			return pr
-		}
-	}
-	return r.probes[0]
 }

@@ -132,16 +132,16 @@ func (p *fakeProber) rounds() []time.Time {
 }
 
 func testTarget(name string, interval time.Duration) config.Target {
-	f := config.DefaultFsync
+	f := config.Default(config.ProbeFsync)
 	f.Interval = interval
-	return config.Target{Name: name, Path: "/nonexistent/" + name, Kind: config.KindDirectory, Fsync: &f, Limits: config.DefaultLimits}
+	return config.Target{Name: name, Path: "/nonexistent/" + name, Kind: config.KindDirectory, Probe: map[string]*config.ProbeConfig{config.ProbeFsync: &f}, Limits: config.DefaultLimits}
 }
 
 func startFakeRunner(t *testing.T, m *Metrics, clock *fakeClock, tg config.Target, lock chan struct{}, fp *fakeProber) *runner {
 	t.Helper()
 	r := newRunner(tg, device.Info{}, false, device.Paths{}, lock, m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, pr := range r.probes {
-		pr.build = func(*runner) (probe.Prober, error) { return fp, nil }
+		pr.build = func(*runner, *config.ProbeConfig) (probe.Prober, error) { return fp, nil }
 	}
 	r.start()
 	return r
@@ -334,7 +334,7 @@ func TestLowFreeSpaceIsLoggedOncePerStateNotPerRound(t *testing.T) {
 	var log testenv.SyncBuffer
 	r := newRunner(testTarget("full", time.Second), device.Info{}, false, device.Paths{}, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(&log, nil)))
 	lp := &lowSpaceProber{}
-	r.probes[0].build = func(*runner) (probe.Prober, error) { return lp, nil }
+	r.probes[0].build = func(*runner, *config.ProbeConfig) (probe.Prober, error) { return lp, nil }
 	r.start()
 	clock.Advance(t, 10*time.Second, 100*time.Millisecond, 1)
 	deadline := time.Now().Add(5 * time.Second)
@@ -360,9 +360,9 @@ func TestLowFreeSpaceIsLoggedOncePerStateNotPerRound(t *testing.T) {
 func TestReadRoundSkippedWhilePreparingRunsOnceTheFileIsReady(t *testing.T) {
 	clock := newFakeClock()
 	m := NewMetrics(prometheus.NewRegistry())
-	rr := config.DefaultRandread
+	rr := config.Default(config.ProbeRandread)
 	rr.Interval, rr.FileSize = time.Hour, 4<<20
-	tg := config.Target{Name: "data", Path: t.TempDir(), Kind: config.KindDirectory, Randread: &rr, Limits: config.DefaultLimits}
+	tg := config.Target{Name: "data", Path: t.TempDir(), Kind: config.KindDirectory, Probe: map[string]*config.ProbeConfig{config.ProbeRandread: &rr}, Limits: config.DefaultLimits}
 	tg.Limits.MinFree = 0
 	if err := probe.CheckDirectIO(tg.Path); err != nil {
 		t.Skipf("%v (the read probe needs O_DIRECT on the test's temporary directory)", err)

@@ -19,14 +19,6 @@ const (
 	KindBlockDevice Kind = "blockdev"
 )
 
-// Probe kinds, as they appear in the config and in the `probe` label.
-const (
-	ProbeFsync    = "fsync"
-	ProbeRandread = "randread"
-	ProbeSeqread  = "seqread"
-	ProbeSeqwrite = "seqwrite"
-)
-
 // Config is a whole configuration file.
 type Config struct {
 	File    string
@@ -44,34 +36,10 @@ type Target struct {
 	Kind     Kind // set by Resolve, from the path on disk
 	Line     int  // line of the target in the file, for errors found after parsing
 
-	Fsync    *FsyncConfig
-	Randread *RandreadConfig
-	Seqread  *SequentialConfig
-	Seqwrite *SequentialConfig
-	Limits   Limits
-}
-
-// FsyncConfig is the etcd-WAL-like probe: sequential writes, each followed by fdatasync.
-type FsyncConfig struct {
-	Interval  time.Duration
-	Ops       int
-	BlockSize int64
-	FileSize  int64
-}
-
-// RandreadConfig is the 4 KiB O_DIRECT random read probe.
-type RandreadConfig struct {
-	Interval  time.Duration
-	Ops       int
-	BlockSize int64
-	FileSize  int64
-}
-
-// SequentialConfig is the seqread and seqwrite throughput probes.
-type SequentialConfig struct {
-	Interval  time.Duration
-	Bytes     int64
-	BlockSize int64
+	// Probe holds the enabled probes by kind name (see ProbeKinds); Resolve fills in the
+	// target kind's defaults when the file names none.
+	Probe  map[string]*ProbeConfig
+	Limits Limits
 }
 
 // Limits are the hard caps on what the prober may cost a target.
@@ -89,15 +57,8 @@ const (
 	GiB = 1 << 30
 )
 
-// Defaults, as DESIGN.md gives them. A probe key that is present takes these for the
-// fields it leaves out.
-var (
-	DefaultFsync    = FsyncConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 2300, FileSize: 64 * MiB}
-	DefaultRandread = RandreadConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 4 * KiB, FileSize: 256 * MiB}
-	DefaultSeqread  = SequentialConfig{Interval: 10 * time.Minute, Bytes: 64 * MiB, BlockSize: 1 * MiB}
-	DefaultSeqwrite = SequentialConfig{Interval: time.Hour, Bytes: 64 * MiB, BlockSize: 1 * MiB}
-	DefaultLimits   = Limits{IOPS: 200, Bandwidth: 50 * MiB, Timeout: 30 * time.Second, MinFree: 1 * GiB}
-)
+// DefaultLimits are the limits DESIGN.md gives; the probes' defaults are in ProbeKinds.
+var DefaultLimits = Limits{IOPS: 200, Bandwidth: 50 * MiB, Timeout: 30 * time.Second, MinFree: 1 * GiB}
 
 // MaxBlockSize bounds the buffers a probe allocates.
 const MaxBlockSize = 64 * MiB
@@ -114,34 +75,30 @@ func (t *Target) ProbeRoot() string {
 // Probes returns the names of the probes enabled on the target, in scheduling order.
 func (t *Target) Probes() []string {
 	var out []string
-	if t.Fsync != nil {
-		out = append(out, ProbeFsync)
-	}
-	if t.Randread != nil {
-		out = append(out, ProbeRandread)
-	}
-	if t.Seqread != nil {
-		out = append(out, ProbeSeqread)
-	}
-	if t.Seqwrite != nil {
-		out = append(out, ProbeSeqwrite)
+	for _, k := range ProbeKinds {
+		if t.Probe[k.Name] != nil {
+			out = append(out, k.Name)
+		}
 	}
 	return out
 }
 
 // Interval returns the round interval of an enabled probe.
-func (t *Target) Interval(probe string) time.Duration {
-	switch probe {
-	case ProbeFsync:
-		return t.Fsync.Interval
-	case ProbeRandread:
-		return t.Randread.Interval
-	case ProbeSeqread:
-		return t.Seqread.Interval
-	case ProbeSeqwrite:
-		return t.Seqwrite.Interval
+func (t *Target) Interval(probe string) time.Duration { return t.Probe[probe].Interval }
+
+// ReadFileSize is the size of the read probe file: the largest file_size of the enabled
+// probes that read it.
+func (t *Target) ReadFileSize() int64 {
+	var n int64
+	for _, k := range ProbeKinds {
+		if c := t.Probe[k.Name]; c != nil && k.ReadsSource {
+			n = max(n, c.FileSize)
+		}
 	}
-	panic(fmt.Sprintf("unknown probe %q", probe))
+	if n == 0 {
+		return DefaultReadFileSize
+	}
+	return n
 }
 
 // Summary is the one line `--config.check` prints.

@@ -122,14 +122,14 @@ func TestDefaultsFollowTheDesign(t *testing.T) {
 	if got := d.Probes(); strings.Join(got, ",") != "fsync,randread,seqread" {
 		t.Errorf("directory default probes %v", got)
 	}
-	if *d.Fsync != (FsyncConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 2300, FileSize: 64 * MiB}) {
-		t.Errorf("fsync defaults %+v", *d.Fsync)
+	if *d.Probe[ProbeFsync] != (ProbeConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 2300, FileSize: 64 * MiB}) {
+		t.Errorf("fsync defaults %+v", *d.Probe[ProbeFsync])
 	}
-	if *d.Randread != (RandreadConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 4 * KiB, FileSize: 256 * MiB}) {
-		t.Errorf("randread defaults %+v", *d.Randread)
+	if *d.Probe[ProbeRandread] != (ProbeConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 4 * KiB, FileSize: 256 * MiB}) {
+		t.Errorf("randread defaults %+v", *d.Probe[ProbeRandread])
 	}
-	if *d.Seqread != (SequentialConfig{Interval: 10 * time.Minute, Bytes: 64 * MiB, BlockSize: MiB}) {
-		t.Errorf("seqread defaults %+v", *d.Seqread)
+	if *d.Probe[ProbeSeqread] != (ProbeConfig{Interval: 10 * time.Minute, Bytes: 64 * MiB, BlockSize: MiB}) {
+		t.Errorf("seqread defaults %+v", *d.Probe[ProbeSeqread])
 	}
 	if d.Limits != (Limits{IOPS: 200, Bandwidth: 50 * MiB, Timeout: 30 * time.Second, MinFree: GiB}) {
 		t.Errorf("limit defaults %+v", d.Limits)
@@ -138,8 +138,8 @@ func TestDefaultsFollowTheDesign(t *testing.T) {
 	if got := tuned.Probes(); strings.Join(got, ",") != "fsync,seqwrite" {
 		t.Errorf("explicit probes %v: a present key turns a probe on, absent keys stay off", got)
 	}
-	if *tuned.Seqwrite != DefaultSeqwrite || tuned.Limits.IOPS != 100 || tuned.Limits.Bandwidth != 50*MiB {
-		t.Errorf("partial keys did not keep the other defaults: %+v %+v", *tuned.Seqwrite, tuned.Limits)
+	if *tuned.Probe[ProbeSeqwrite] != Default(ProbeSeqwrite) || tuned.Limits.IOPS != 100 || tuned.Limits.Bandwidth != 50*MiB {
+		t.Errorf("partial keys did not keep the other defaults: %+v %+v", *tuned.Probe[ProbeSeqwrite], tuned.Limits)
 	}
 }
 
@@ -149,11 +149,11 @@ func TestSizesAndDurationsParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg := cfg.Targets[0]
-	if tg.Randread.Interval != 90*time.Second || tg.Randread.BlockSize != 8192 || tg.Randread.FileSize != GiB {
-		t.Errorf("randread %+v", *tg.Randread)
+	if tg.Probe[ProbeRandread].Interval != 90*time.Second || tg.Probe[ProbeRandread].BlockSize != 8192 || tg.Probe[ProbeRandread].FileSize != GiB {
+		t.Errorf("randread %+v", *tg.Probe[ProbeRandread])
 	}
-	if tg.Seqread.Bytes != MiB || tg.Seqread.BlockSize != 512*KiB {
-		t.Errorf("seqread %+v", *tg.Seqread)
+	if tg.Probe[ProbeSeqread].Bytes != MiB || tg.Probe[ProbeSeqread].BlockSize != 512*KiB {
+		t.Errorf("seqread %+v", *tg.Probe[ProbeSeqread])
 	}
 	if tg.Limits.IOPS != 12.5 || tg.Limits.Bandwidth != 10*MiB || tg.Limits.MinFree != 0 {
 		t.Errorf("limits %+v", tg.Limits)

@@ -182,26 +182,19 @@ func (p *parser) target(n *yaml.Node, field, baseDir string) (Target, bool) {
 		case "probe_dir":
 			probeDirNode = val
 			t.ProbeDir = p.str(val, f)
-		case ProbeFsync:
-			c := DefaultFsync
-			p.probeFields(val, f, &c.Interval, &c.Ops, nil, &c.BlockSize, &c.FileSize)
-			t.Fsync = &c
-		case ProbeRandread:
-			c := DefaultRandread
-			p.probeFields(val, f, &c.Interval, &c.Ops, nil, &c.BlockSize, &c.FileSize)
-			t.Randread = &c
-		case ProbeSeqread:
-			c := DefaultSeqread
-			p.probeFields(val, f, &c.Interval, nil, &c.Bytes, &c.BlockSize, nil)
-			t.Seqread = &c
-		case ProbeSeqwrite:
-			c := DefaultSeqwrite
-			p.probeFields(val, f, &c.Interval, nil, &c.Bytes, &c.BlockSize, nil)
-			t.Seqwrite = &c
 		case "limits":
 			p.limits(val, f, &t.Limits)
 		default:
-			return false
+			k := LookupProbe(key)
+			if k == nil {
+				return false
+			}
+			c := k.Defaults
+			p.probeFields(val, f, &c, k.Defaults)
+			if t.Probe == nil {
+				t.Probe = map[string]*ProbeConfig{}
+			}
+			t.Probe[key] = &c
 		}
 		return true
 	})
@@ -247,39 +240,39 @@ func (p *parser) str(n *yaml.Node, field string) string {
 	return n.Value
 }
 
-// probeFields reads the keys a probe may have; nil pointers are keys that probe does not take.
-func (p *parser) probeFields(n *yaml.Node, field string, interval *time.Duration, ops *int, bytes, blockSize, fileSize *int64) {
+// probeFields reads the keys a probe may have: those whose default is not zero.
+func (p *parser) probeFields(n *yaml.Node, field string, c *ProbeConfig, takes ProbeConfig) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // `fsync:` with nothing after it: on, with defaults
 	}
 	p.mapping(n, field, func(key string, k, val *yaml.Node) bool {
 		f := join(field, key)
 		switch {
-		case key == "interval" && interval != nil:
+		case key == "interval" && takes.Interval != 0:
 			if d, ok := p.duration(val, f); ok {
 				if d < time.Second {
 					p.errorf(val, f, "must be at least 1s, got %s", val.Value)
 				}
-				*interval = d
+				c.Interval = d
 			}
-		case key == "ops" && ops != nil:
+		case key == "ops" && takes.Ops != 0:
 			if i, ok := p.count(val, f); ok {
-				*ops = i
+				c.Ops = i
 			}
-		case key == "bytes" && bytes != nil:
+		case key == "bytes" && takes.Bytes != 0:
 			if s, ok := p.size(val, f); ok {
-				*bytes = s
+				c.Bytes = s
 			}
-		case key == "block_size" && blockSize != nil:
+		case key == "block_size" && takes.BlockSize != 0:
 			if s, ok := p.size(val, f); ok {
 				if s > MaxBlockSize {
 					p.errorf(val, f, "must be at most 64MiB, got %s", val.Value)
 				}
-				*blockSize = s
+				c.BlockSize = s
 			}
-		case key == "file_size" && fileSize != nil:
+		case key == "file_size" && takes.FileSize != 0:
 			if s, ok := p.size(val, f); ok {
-				*fileSize = s
+				c.FileSize = s
 			}
 		default:
 			return false
@@ -411,33 +404,18 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// fsyncHeaderRoom is the start of the fsync probe file that holds its header.
-const fsyncHeaderRoom = 4 * KiB
-
 func (p *parser) checkProbes(t *Target, n *yaml.Node, field string) {
-	if c := t.Fsync; c != nil {
-		if c.FileSize < fsyncHeaderRoom+c.BlockSize {
-			p.errorf(n, join(field, "fsync.file_size"), "must hold the 4KiB header and at least one block_size (%s), got %s", FormatSize(c.BlockSize), FormatSize(c.FileSize))
-		}
-		p.checkBudget(t, n, field, ProbeFsync, c.BlockSize)
-	}
-	if c := t.Randread; c != nil {
-		if c.BlockSize > c.FileSize {
-			p.errorf(n, join(field, "randread.block_size"), "must not exceed file_size (%s), got %s", FormatSize(c.FileSize), FormatSize(c.BlockSize))
-		}
-		p.checkBudget(t, n, field, ProbeRandread, c.BlockSize)
-	}
-	for _, s := range []struct {
-		name string
-		c    *SequentialConfig
-	}{{ProbeSeqread, t.Seqread}, {ProbeSeqwrite, t.Seqwrite}} {
-		if s.c == nil {
+	for _, k := range ProbeKinds {
+		c := t.Probe[k.Name]
+		if c == nil {
 			continue
 		}
-		if s.c.BlockSize > s.c.Bytes {
-			p.errorf(n, join(field, s.name+".block_size"), "must not exceed bytes (%s), got %s", FormatSize(s.c.Bytes), FormatSize(s.c.BlockSize))
+		if k.Check != nil {
+			if key, msg := k.Check(c); msg != "" {
+				p.errorf(n, join(field, k.Name+"."+key), "%s", msg)
+			}
 		}
-		p.checkBudget(t, n, field, s.name, s.c.BlockSize)
+		p.checkBudget(t, n, field, k.Name, c.BlockSize)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -69,15 +70,10 @@ func ResolveTarget(file string, i int, t *Target) error {
 			errs = append(errs, &Error{File: file, Line: t.Line, Field: dirField, Msg: err.Error()})
 		}
 	}
-	if t.Kind == KindBlockDevice {
-		for _, w := range []struct {
-			name string
-			on   bool
-		}{{ProbeFsync, t.Fsync != nil}, {ProbeSeqwrite, t.Seqwrite != nil}} {
-			if w.on {
-				errs = append(errs, &Error{File: file, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, w.name),
-					Msg: fmt.Sprintf("%s is a block device: write probes are refused on block devices (the exporter never writes to a device); point %s at a directory on it instead", t.Path, w.name)})
-			}
+	for _, k := range ProbeKinds {
+		if t.Kind == KindBlockDevice && k.Writes && t.Probe[k.Name] != nil {
+			errs = append(errs, &Error{File: file, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, k.Name),
+				Msg: fmt.Sprintf("%s is a block device: write probes are refused on block devices (the exporter never writes to a device); point %s at a directory on it instead", t.Path, k.Name)})
 		}
 	}
 	return errors.Join(errs...)
@@ -126,14 +122,16 @@ func CheckProbeDir(path, probeDir string) error {
 
 // applyKindDefaults turns on the default probes of the target's kind when the config
 // names none: fsync, randread and seqread on directories; randread and seqread on devices.
+// It makes a new map: t may be a copy sharing its map with the parsed target.
 func (t *Target) applyKindDefaults(kind Kind) {
-	if t.Fsync != nil || t.Randread != nil || t.Seqread != nil || t.Seqwrite != nil {
+	if len(t.Probe) > 0 {
 		return
 	}
-	rr, sr := DefaultRandread, DefaultSeqread
-	t.Randread, t.Seqread = &rr, &sr
-	if kind == KindDirectory {
-		f := DefaultFsync
-		t.Fsync = &f
+	t.Probe = map[string]*ProbeConfig{}
+	for _, k := range ProbeKinds {
+		if slices.Contains(k.DefaultOn, kind) {
+			c := k.Defaults
+			t.Probe[k.Name] = &c
+		}
 	}
 }

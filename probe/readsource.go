@@ -120,6 +120,21 @@ func (s *ReadSource) Progress() float64 {
 	return float64(s.prep.off) / float64(s.prep.size)
 }
 
+// Prepare writes (or reuses) the whole probe file before the first read, as commands do;
+// the daemon's worker takes PrepareStep's steps between rounds instead. step, when set,
+// sees each step's result.
+func (s *ReadSource) Prepare(ctx context.Context, env *Env, step func(Result)) error {
+	for {
+		res, done, err := s.PrepareStep(ctx, env)
+		if step != nil {
+			step(res)
+		}
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
 // PrepareStep writes up to PrepareChunk bytes of the probe file, each block waiting for
 // the target's budget, and finishes the file when it is full.
 func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, error) {

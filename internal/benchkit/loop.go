@@ -157,11 +157,5 @@ func (l Loop) run() (*LoopResult, error) {
 // Prepare writes (or reuses) a read probe file completely, as the daemon's worker does
 // in steps.
 func Prepare(ctx context.Context, src *probe.ReadSource) error {
-	env := &probe.Env{Budget: probe.Unlimited}
-	for {
-		_, done, err := src.PrepareStep(ctx, env)
-		if err != nil || done {
-			return err
-		}
-	}
+	return src.Prepare(ctx, &probe.Env{Budget: probe.Unlimited}, nil)
 }

@@ -1,0 +1,126 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/probe"
+)
+
+// readFile is what the read probes of a target share, the whole device or the read probe
+// file, and the preparation of that file: the worker writes it in bounded steps between
+// rounds, before the first read. Worker-only state.
+type readFile struct {
+	source *probe.ReadSource
+	err    error   // why the source could not be opened or prepared; the next read round reports it
+	logged float64 // preparation progress last logged
+	// waiting are the read probes whose round was skipped because the file was not
+	// ready: they run as soon as it is rather than a whole interval later.
+	waiting []*probeRun
+}
+
+// open opens the source on first use by a read probe.
+func (f *readFile) open(r *runner) (*probe.ReadSource, error) {
+	var err error
+	switch {
+	case f.source != nil:
+	case r.target.Kind == config.KindBlockDevice:
+		f.source, err = probe.OpenDevice(r.target.Path, r.fallbackAlign())
+	default:
+		f.source, err = probe.NewProbeFile(r.target.ProbeRoot(), r.target.ReadFileSize(), r.target.Limits.MinFree, r.fallbackAlign())
+	}
+	return f.source, err
+}
+
+// unfinished says whether the worker has preparation steps to take between rounds.
+func (f *readFile) unfinished() bool {
+	return f.source != nil && !f.source.Ready() && f.err == nil
+}
+
+func (f *readFile) close() {
+	if f.source != nil {
+		_ = f.source.Close()
+	}
+}
+
+// prepareStep writes one bounded step of the read probe file, accounted to the first read
+// probe, and once the file is ready runs the rounds that waited for it: after a start
+// (even with a file that only needs reopening) the first seqread round would otherwise
+// come 10 minutes later.
+func (r *runner) prepareStep(ctx context.Context) {
+	f := &r.prep
+	pr := r.readProbe()
+	if err := r.checkFilesystem(pr); err != nil {
+		f.err = err // the next read round reports it
+		return
+	}
+	var (
+		res  probe.Result
+		done bool
+		err  error
+	)
+	if !r.withDevice(ctx, pr.index, func() { res, done, err = f.source.PrepareStep(ctx, &pr.env) }) || ctx.Err() != nil {
+		return
+	}
+	r.account(pr, res)
+	switch {
+	case err != nil:
+		// Reported by the next read round, which counts it and logs it once per change
+		// of state (a foreign file or a full disk fails every retry the same way).
+		f.err = fmt.Errorf("preparing the read probe file: %w", err)
+	case done && f.source.Reused():
+		r.logger.Info("reusing the prepared read probe file", "path", f.source.Path())
+	case done:
+		r.logger.Info("read probe file prepared", "path", f.source.Path())
+	default:
+		if p := f.source.Progress(); p-f.logged >= 0.25 || f.logged == 0 {
+			f.logged = p
+			r.logger.Info("preparing the read probe file", "path", f.source.Path(), "progress", int(p*100))
+		}
+	}
+	if !f.source.Ready() {
+		return
+	}
+	waiting := f.waiting
+	f.waiting = nil
+	for _, pr := range waiting {
+		if pr.pending.CompareAndSwap(false, true) { // else a round is queued already
+			r.run(ctx, pr)
+		}
+	}
+}
+
+// notPrepared settles a read round that found the file not ready: the preparation's
+// error, when there is one, is the round's outcome, and is retried once per read round.
+func (r *runner) notPrepared(pr *probeRun) {
+	f := &r.prep
+	switch {
+	case errors.Is(f.err, probe.ErrLowFreeSpace):
+		pr.skip(SkipLowFreeSpace) // as for the write probes: the floor is not an error
+		r.noteError(pr, f.err, slog.LevelWarn)
+	case f.err != nil:
+		pr.runs.Inc()
+		r.fail(pr, f.err)
+	default:
+		pr.skip(SkipPreparing)
+		if !slices.Contains(f.waiting, pr) {
+			f.waiting = append(f.waiting, pr)
+		}
+		return
+	}
+	f.err = nil
+}
+
+// readProbe is the probe the preparation is accounted to: the first that reads the file.
+func (r *runner) readProbe() *probeRun {
+	for _, pr := range r.probes {
+		if config.LookupProbe(pr.name).ReadsSource {
+			return pr
+		}
+	}
+	return r.probes[0]
+}

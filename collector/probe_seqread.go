@@ -1,0 +1,35 @@
+package collector
+
+import (
+	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/probe"
+)
+
+func init() {
+	registerProbe(config.ProbeSeqread, probeKind{
+		build: func(r *runner, c *config.ProbeConfig) (probe.Prober, error) {
+			src, err := r.prep.open(r)
+			if err != nil {
+				return nil, err
+			}
+			return probe.NewSeqread(src, c.Bytes, int(c.BlockSize))
+		},
+		record: recordSequential("read"),
+	})
+}
+
+// recordSequential adds a sequential probe's successful rounds to the sequential
+// metrics of its direction.
+func recordSequential(direction string) func(m *Metrics, target string, pr *probeRun) {
+	return func(m *Metrics, target string, pr *probeRun) {
+		bytes, duration := m.seqBytes.WithLabelValues(target, direction), m.seqDuration.WithLabelValues(target, direction)
+		throughput := m.seqThroughput.WithLabelValues(target, direction)
+		pr.onSuccess = func(res probe.Result) {
+			if res.IO > 0 {
+				bytes.Add(float64(res.Bytes))
+				duration.Add(res.IO.Seconds())
+				throughput.Set(float64(res.Bytes) / res.IO.Seconds())
+			}
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// Probe kinds, as they appear in the config and in the `probe` label.
+const (
+	ProbeFsync    = "fsync"
+	ProbeRandread = "randread"
+	ProbeSeqread  = "seqread"
+	ProbeSeqwrite = "seqwrite"
+)
+
+// ProbeKind is the config side of a probe kind: its key, what it does to a target and the
+// fields it takes. Parsing, defaults, validation and Resolve read it; the collector
+// builds and records each kind from its own file (collector/probe_<name>.go).
+type ProbeKind struct {
+	Name string
+	// Writes: refused on block devices (the exporter never writes to a device).
+	Writes bool
+	// ReadsSource: reads the target's shared read source, the whole device or the read probe
+	// file that the worker prepares before the first read.
+	ReadsSource bool
+	// DirectIO: opens with O_DIRECT, so the path's filesystem must take it and block_size
+	// must be a multiple of the device's logical block size.
+	DirectIO bool
+	// DefaultOn are the target kinds that get this probe when the target names none.
+	DefaultOn []Kind
+	// Defaults are the values of the fields a present key leaves out. The kind takes
+	// exactly the fields whose default is not zero (see probeFields).
+	Defaults ProbeConfig
+	// Check, when set, checks the fields against each other: the field it names
+	// (e.g. "block_size") and the message, or "" when they agree.
+	Check func(c *ProbeConfig) (field, msg string)
+}
+
+// ProbeKinds are the probe kinds in scheduling order. A new kind is one entry here, one
+// file in probe/ (its I/O) and one in collector/ (how it is built and what it records).
+var ProbeKinds = []*ProbeKind{
+	{
+		// The etcd-WAL-like probe: sequential writes, each followed by fdatasync.
+		Name: ProbeFsync, Writes: true, DefaultOn: []Kind{KindDirectory},
+		Defaults: ProbeConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 2300, FileSize: 64 * MiB},
+		Check: func(c *ProbeConfig) (string, string) {
+			if c.FileSize < fsyncHeaderRoom+c.BlockSize {
+				return "file_size", fmt.Sprintf("must hold the 4KiB header and at least one block_size (%s), got %s", FormatSize(c.BlockSize), FormatSize(c.FileSize))
+			}
+			return "", ""
+		},
+	},
+	{
+		// O_DIRECT random reads of block_size at queue depth 1.
+		Name: ProbeRandread, ReadsSource: true, DirectIO: true, DefaultOn: []Kind{KindDirectory, KindBlockDevice},
+		Defaults: ProbeConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 4 * KiB, FileSize: DefaultReadFileSize},
+		Check: func(c *ProbeConfig) (string, string) {
+			if c.BlockSize > c.FileSize {
+				return "block_size", fmt.Sprintf("must not exceed file_size (%s), got %s", FormatSize(c.FileSize), FormatSize(c.BlockSize))
+			}
+			return "", ""
+		},
+	},
+	{
+		Name: ProbeSeqread, ReadsSource: true, DirectIO: true, DefaultOn: []Kind{KindDirectory, KindBlockDevice},
+		Defaults: ProbeConfig{Interval: 10 * time.Minute, Bytes: 64 * MiB, BlockSize: 1 * MiB},
+		Check:    blockWithinBytes,
+	},
+	{
+		Name: ProbeSeqwrite, Writes: true, DirectIO: true,
+		Defaults: ProbeConfig{Interval: time.Hour, Bytes: 64 * MiB, BlockSize: 1 * MiB},
+		Check:    blockWithinBytes,
+	},
+}
+
+// ProbeConfig is one probe's settings; a kind uses the fields its Defaults set.
+type ProbeConfig struct {
+	Interval  time.Duration
+	Ops       int
+	Bytes     int64
+	BlockSize int64
+	FileSize  int64
+}
+
+// DefaultReadFileSize is the size of the read probe file when no probe that reads it
+// sets file_size (randread's default).
+const DefaultReadFileSize = 256 * MiB
+
+// fsyncHeaderRoom is the start of the fsync probe file that holds its header.
+const fsyncHeaderRoom = 4 * KiB
+
+func blockWithinBytes(c *ProbeConfig) (string, string) {
+	if c.BlockSize > c.Bytes {
+		return "block_size", fmt.Sprintf("must not exceed bytes (%s), got %s", FormatSize(c.Bytes), FormatSize(c.BlockSize))
+	}
+	return "", ""
+}
+
+// LookupProbe is the kind named name, or nil.
+func LookupProbe(name string) *ProbeKind {
+	for _, k := range ProbeKinds {
+		if k.Name == name {
+			return k
+		}
+	}
+	return nil
+}
+
+// Default is the configuration of a probe of kind name as an empty key gives it.
+func Default(name string) ProbeConfig { return LookupProbe(name).Defaults }
