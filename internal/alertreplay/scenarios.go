@@ -67,15 +67,23 @@ var gcStalls = LogUniform{0.020, 0.060}
 // baseline (a day, or a week in the full replay).
 func Scenarios(lib Library, size Size) []*Scenario {
 	sata := WithStalls(lib.get("synthetic-sata-ssd"), 0.005, gcStalls)
-	healthyDays := 2 * day
+	healthyDays := day
 	if size == Full {
 		healthyDays = 30 * day
 	}
-	baseline := day + 2*time.Hour
+	baseline := day + time.Hour // the 1 h window a day back full
 	if size == Full {
 		baseline = 7 * day
 	}
 	lead := 8 * time.Hour // the 6 h window full of healthy data
+	// A sudden failure is paged by the 2m and 1h windows: 2 h of history is all they read.
+	suddenLead := 2 * time.Hour
+	// How long a bad phase is replayed: past every goal's deadline (2 h at most), and in the
+	// full replay long enough for the slower alerts to show when they fire.
+	bad := 2 * time.Hour
+	if size == Full {
+		suddenLead, bad = lead, 4*time.Hour
+	}
 	var out []*Scenario
 	add := func(s *Scenario) { s.Seed = uint64(len(out) + 1); out = append(out, s) }
 
@@ -102,34 +110,34 @@ func Scenarios(lib Library, size Size) []*Scenario {
 		{"sudden: published slow disk (etcd#10273, 83 % at 16–32 ms)", "published-hdd-etcd10273"},
 	} {
 		add(&Scenario{Name: f.name, Onset: 1, Phases: []Phase{
-			{Name: "healthy", Duration: lead, Latency: sata},
-			{Name: "failing", Duration: 2 * time.Hour, Latency: lib.get(f.file)}}})
+			{Name: "healthy", Duration: suddenLead, Latency: sata},
+			{Name: "failing", Duration: bad, Latency: lib.get(f.file)}}})
 	}
 	add(&Scenario{Name: "sudden: 50 % of syncs at 12–40 ms", Onset: 1, Phases: []Phase{
-		{Name: "healthy", Duration: lead, Latency: sata},
-		{Name: "failing", Duration: 2 * time.Hour, Latency: &Mixture{Name: "half slow",
+		{Name: "healthy", Duration: suddenLead, Latency: sata},
+		{Name: "failing", Duration: bad, Latency: &Mixture{Name: "half slow",
 			Parts: []Distribution{lib.get("synthetic-sata-ssd"), LogUniform{0.012, 0.040}}, Weights: []float64{0.5, 0.5}}}}})
 
 	// Slow failure: p50 unchanged, p99 at 2–3× the 10 ms target.
 	add(&Scenario{Name: "slow failure: 3 % of syncs at 20–30 ms", Onset: 1, Phases: []Phase{
 		{Name: "healthy", Duration: lead, Latency: sata},
-		{Name: "degraded", Duration: 4 * time.Hour, Latency: WithStalls(lib.get("synthetic-sata-ssd"), 0.03, LogUniform{0.020, 0.030})}}})
+		{Name: "degraded", Duration: bad, Latency: WithStalls(lib.get("synthetic-sata-ssd"), 0.03, LogUniform{0.020, 0.030})}}})
 	if size == Full {
 		add(&Scenario{Name: "slow failure: published degraded etcd member (etcd#12405)", Onset: 1, Phases: []Phase{
 			{Name: "healthy", Duration: lead, Latency: sata},
-			{Name: "degraded", Duration: 4 * time.Hour, Latency: lib.get("published-degraded-etcd12405")}}})
+			{Name: "degraded", Duration: bad, Latency: lib.get("published-degraded-etcd12405")}}})
 	}
 
 	// A backup: five minutes of ≥ 100 ms syncs on a healthy disk.
 	add(&Scenario{Name: "burst: 5 min of 100–300 ms syncs (a backup)", Onset: 1, Phases: []Phase{
 		{Name: "healthy", Duration: lead, Latency: sata},
 		{Name: "burst", Duration: 5 * time.Minute, Latency: LogUniform{0.100, 0.300}},
-		{Name: "healthy again", Duration: 2 * time.Hour, Latency: sata}}})
+		{Name: "healthy again", Duration: bad, Latency: sata}}})
 
 	// Degradation against the disk's own history.
 	add(&Scenario{Name: fmt.Sprintf("%s healthy, then 3× slower", durationWords(baseline)), Onset: 1, Phases: []Phase{
 		{Name: "healthy", Duration: baseline, Latency: sata},
-		{Name: "3× slower", Duration: 3 * time.Hour, Latency: Scaled{sata, 3}}}})
+		{Name: "3× slower", Duration: bad, Latency: Scaled{sata, 3}}}})
 
 	// Recorded on this machine: what the rules make of real devices.
 	if size == Full {
