@@ -21,7 +21,7 @@ func writeFile(t *testing.T, name, body string) string {
 func TestBadDataFilesAreRejectedWithFileAndLine(t *testing.T) {
 	for _, c := range []struct {
 		name, body, want string
-		load     func(string) error
+		load             func(string) error
 	}{
 		{"bad.lat", "# header\n120.5\nfast\n", "bad.lat:3", loadLat},
 		{"negative.lat", "120\n-3\n", "negative.lat:2", loadLat},
