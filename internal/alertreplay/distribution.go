@@ -35,12 +35,6 @@ type Empirical struct {
 func (e *Empirical) Sample(r *rand.Rand) float64 { return e.Seconds[r.IntN(len(e.Seconds))] }
 func (e *Empirical) String() string              { return e.Name }
 
-// Quantile is the q-quantile of the recorded operations (nearest rank).
-func (e *Empirical) Quantile(q float64) float64 {
-	i := int(math.Ceil(q*float64(len(e.Seconds)))) - 1
-	return e.Seconds[max(0, min(i, len(e.Seconds)-1))]
-}
-
 // LoadEmpirical reads a latency recording: comment lines starting with '#', then one
 // operation per line, in microseconds.
 func LoadEmpirical(path string) (*Empirical, error) {

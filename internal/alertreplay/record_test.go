@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskprobe/diskprobe_exporter/check"
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/probe"
@@ -162,9 +163,9 @@ func writeRecording(t *testing.T, path, setup string, lat []time.Duration) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e, err := LoadEmpirical(path)
-	if err != nil {
+	if _, err := LoadEmpirical(path); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: %d ops, p50 %s p90 %s p99 %s max %s", path, len(e.Seconds), seconds(e.Quantile(0.5)), seconds(e.Quantile(0.9)), seconds(e.Quantile(0.99)), seconds(e.Quantile(1)))
+	s := check.Summarize(lat)
+	t.Logf("%s: %d ops, p50 %v p90 %v p99 %v max %v", path, s.Count, s.P50, s.P90, s.P99, s.Max)
 }
