@@ -203,8 +203,10 @@ var Goals = []Goal{
 		},
 	},
 	{
-		Text:     "slow failure, p50 unchanged, p99 at 2–3× 10 ms: a warning within 1 h",
-		Scenario: func(n string) bool { return strings.HasPrefix(n, "slow failure:") && strings.HasSuffix(n, "of syncs at 20–30 ms") },
+		Text: "slow failure, p50 unchanged, p99 at 2–3× 10 ms: a warning within 1 h",
+		Scenario: func(n string) bool {
+			return strings.HasPrefix(n, "slow failure:") && strings.HasSuffix(n, "of syncs at 20–30 ms")
+		},
 		Judge: func(r *Result) (string, bool) {
 			d, name := firstAt(r, "warning")
 			if d < 0 {
