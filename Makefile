@@ -53,7 +53,8 @@ fuzz:
 # Rewrites BENCHMARKS.md and bench/plots/*.png (see bench/doc.go): agreement with fio,
 # CPU per operation, scrape cost, memory, disk budget, hot paths; then the alert replay
 # (internal/alertreplay) splices in its section: detection times and false firings of
-# every alert, weeks of simulated time replayed through the shipped rules. Root only (loop devices,
+# every alert, weeks of simulated time replayed through the shipped rules (19 minutes, 17 of
+# CPU, on this 2-CPU machine: 108 simulated days evaluated every minute). Root only (loop devices,
 # blkio cgroups, mounts); about 10 minutes. The plots come from bench/plot, a module of its
 # own, so that the exporter's go.mod carries no plotting library.
 BENCH_TIMEOUT ?= 40m
