@@ -1,0 +1,274 @@
+package alertreplay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/rules"
+	"github.com/prometheus/prometheus/tsdb"
+)
+
+// Scenario is a disk's life: phases of latency, and where it turns bad.
+type Scenario struct {
+	Name   string
+	Phases []Phase
+	// Onset is the index of the phase in which the disk turns bad; -1: it never does, and
+	// every firing is a false one.
+	Onset int
+	Model string // diskprobe_target_info's model label
+	Seed  uint64
+}
+
+// Span is the scenario's length.
+func (s *Scenario) Span() time.Duration {
+	var d time.Duration
+	for _, p := range s.Phases {
+		d += p.Duration
+	}
+	return d
+}
+
+// onset is the time from the start to the onset (the whole span for a healthy scenario).
+func (s *Scenario) onset() time.Duration {
+	if s.Onset < 0 {
+		return s.Span()
+	}
+	var d time.Duration
+	for _, p := range s.Phases[:s.Onset] {
+		d += p.Duration
+	}
+	return d
+}
+
+// Firing is what one alert (by name and severity) did in a scenario.
+type Firing struct {
+	Alert, Severity string
+	// Detected is the time from the onset to the first evaluation at which the alert
+	// fired at or after the onset; -1 when it did not fire after the onset.
+	Detected time.Duration
+	// False counts episodes (inactive → firing) that began before the onset: on a
+	// healthy disk, every one.
+	False int
+	// Episodes counts every episode, before and after the onset.
+	Episodes int
+	Firing   time.Duration // total time spent firing
+}
+
+// Result is one scenario's replay.
+type Result struct {
+	Scenario *Scenario
+	Healthy  time.Duration // time before the onset, over which False counts
+	Firings  []*Firing     // sorted by alert, then severity
+	Evals    int
+	Samples  int
+	Elapsed  time.Duration // wall-clock time of the replay
+}
+
+// Fired returns the firing of alert at severity, or nil.
+func (r *Result) Fired(alert, severity string) *Firing {
+	for _, f := range r.Firings {
+		if f.Alert == alert && f.Severity == severity {
+			return f
+		}
+	}
+	return nil
+}
+
+// FalsePer30Days is false firings of f scaled to 30 days of healthy time.
+func (r *Result) FalsePer30Days(f *Firing) float64 {
+	if r.Healthy <= 0 {
+		return 0
+	}
+	return float64(f.False) * (30 * 24 * time.Hour).Hours() / r.Healthy.Hours()
+}
+
+// start is the simulated clock's origin; any time would do.
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Replay runs a scenario through the simulated exporter and scrape, and evaluates the rule
+// files with Prometheus's own rule manager (as promtool's rule unit tests do) every
+// evalEvery, in the order of the groups in the files.
+func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probing, evalEvery time.Duration) (*Result, error) {
+	began := time.Now()
+	span := sc.Span()
+	dir, err := os.MkdirTemp(scratch(), "diskprobe-replay-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	opts := tsdb.DefaultOptions()
+	opts.WALSegmentSize = -1 // nothing to recover: no write-ahead log
+	// One head block for the whole span: no compaction while the replay runs.
+	opts.MinBlockDuration = (2*span + 24*time.Hour).Milliseconds()
+	opts.MaxBlockDuration = opts.MinBlockDuration
+	opts.RetentionDuration = 0
+	db, err := tsdb.Open(dir, promslog.NewNopLogger(), nil, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = db.Close() }()
+	db.DisableCompactions()
+
+	engine := promql.NewEngine(promql.EngineOpts{
+		Logger: promslog.NewNopLogger(), MaxSamples: 50_000_000, Timeout: time.Hour,
+		LookbackDelta: 5 * time.Minute, EnableAtModifier: true, EnableNegativeOffset: true,
+	})
+	mgr := rules.NewManager(&rules.ManagerOptions{
+		QueryFunc:  rules.EngineQueryFunc(engine, db),
+		Appendable: db,
+		Queryable:  db,
+		Context:    ctx,
+		NotifyFunc: func(context.Context, string, ...*rules.Alert) {},
+		Logger:     promslog.NewNopLogger(),
+	})
+	groups, err := loadInOrder(mgr, evalEvery, ruleFiles)
+	if err != nil {
+		return nil, err
+	}
+
+	res := &Result{Scenario: sc, Healthy: sc.onset()}
+	onset := start.Add(sc.onset())
+	exp := newExporter(sc.Seed, probing, sc.Phases, start)
+	ser := newSeries(sc.Model)
+	firings := map[[2]string]*Firing{}
+	firingNow := map[[2]string]bool{}
+	nextScrape := start
+	var buf []float64
+	for ts := start; !ts.After(start.Add(span)); ts = ts.Add(evalEvery) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		app := db.Appender(ctx)
+		for ; !nextScrape.After(ts); nextScrape = nextScrape.Add(probing.Scrape) {
+			if buf, err = exp.scrape(app, ser, nextScrape, buf); err != nil {
+				_ = app.Rollback()
+				return nil, err
+			}
+			res.Samples += len(buf)
+		}
+		if err := app.Commit(); err != nil {
+			return nil, err
+		}
+		for _, g := range groups {
+			g.Eval(ctx, ts)
+			for _, r := range g.Rules() {
+				if err := r.LastError(); err != nil {
+					return nil, fmt.Errorf("%s at %s: rule %s: %w", sc.Name, ts.Sub(start), r.Name(), err)
+				}
+			}
+		}
+		res.Evals++
+		seen := map[[2]string]bool{}
+		for _, g := range groups {
+			for _, ar := range g.AlertingRules() {
+				for _, a := range ar.ActiveAlerts() {
+					if a.State != rules.StateFiring {
+						continue
+					}
+					k := [2]string{ar.Name(), a.Labels.Get("severity")}
+					if seen[k] {
+						continue // the same alert on another op label
+					}
+					seen[k] = true
+					f := firings[k]
+					if f == nil {
+						f = &Firing{Alert: k[0], Severity: k[1], Detected: -1}
+						firings[k] = f
+					}
+					f.Firing += evalEvery
+					if !firingNow[k] {
+						f.Episodes++
+						if ts.Before(onset) {
+							f.False++
+						}
+					}
+					if f.Detected < 0 && !ts.Before(onset) && sc.Onset >= 0 {
+						f.Detected = ts.Sub(onset)
+					}
+				}
+			}
+		}
+		firingNow = seen
+	}
+	for _, f := range firings {
+		res.Firings = append(res.Firings, f)
+	}
+	slices.SortFunc(res.Firings, func(a, b *Firing) int {
+		if a.Alert != b.Alert {
+			return cmpString(a.Alert, b.Alert)
+		}
+		return cmpString(a.Severity, b.Severity)
+	})
+	res.Elapsed = time.Since(began)
+	return res, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// loadInOrder loads the rule files' groups in file order, group order within each file:
+// later groups read what earlier ones record, as in a Prometheus evaluating them in turn.
+func loadInOrder(mgr *rules.Manager, every time.Duration, files []string) ([]*rules.Group, error) {
+	byKey, errs := mgr.LoadGroups(every, labels.EmptyLabels(), "", nil, false, files...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	var ordered []*rules.Group
+	for _, f := range files {
+		rgs, errs := rulefmt.ParseFile(f, false, model.UTF8Validation)
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		for _, rg := range rgs.Groups {
+			g := byKey[rules.GroupKey(f, rg.Name)]
+			if g == nil {
+				return nil, fmt.Errorf("%s: group %s not loaded", f, rg.Name)
+			}
+			for _, r := range g.Rules() {
+				if ar, ok := r.(*rules.AlertingRule); ok {
+					ar.SetRestored(true) // no restart to restore `for` state from: write ALERTS from the start
+				}
+			}
+			ordered = append(ordered, g)
+		}
+	}
+	return ordered, nil
+}
+
+// scratch is where the replay's TSDB lives: memory when /dev/shm is there, so that a
+// replay never competes with the disk it might be measuring.
+func scratch() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+// minutes prints a detection time for the report.
+func minutes(d time.Duration) string {
+	if d < 0 {
+		return "—"
+	}
+	m := d.Minutes()
+	if m >= 120 {
+		return fmt.Sprintf("%.1f h", m/60)
+	}
+	return fmt.Sprintf("%.0f min", math.Round(m))
+}

@@ -1,0 +1,207 @@
+package alertreplay
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/collector"
+	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+)
+
+// Phase is a stretch of time in which the disk's fdatasyncs follow one distribution.
+type Phase struct {
+	Name     string
+	Duration time.Duration
+	Latency  Distribution
+	Busy     float64 // diskprobe_device_busy_ratio: the device's busy share from others' I/O
+}
+
+// Probing is the exporter's fsync probe as the simulation runs it.
+type Probing struct {
+	Interval time.Duration // between rounds, before jitter
+	Ops      int           // fdatasyncs a round
+	Jitter   float64       // ± share of Interval
+	Scrape   time.Duration
+}
+
+// DefaultProbing is the exporter's default fsync probe (config.Default(config.ProbeFsync), the runner's
+// ±10 % jitter) under a 15 s scrape.
+var DefaultProbing = Probing{Interval: config.Default(config.ProbeFsync).Interval, Ops: config.Default(config.ProbeFsync).Ops, Jitter: 0.1, Scrape: 15 * time.Second}
+
+// exporter is the simulated exporter's state: the fsync probe's rounds laid on a timeline,
+// each fdatasync counted into the classic buckets when it completes.
+type exporter struct {
+	rng     *rand.Rand
+	probing Probing
+	phases  []Phase
+	ends    []time.Time // end of each phase
+	start   time.Time
+
+	nextRound time.Time
+	pending   []op // the current round's fdatasyncs not yet completed
+
+	buckets     []uint64 // per collector.LatencyBuckets edge, cumulative at scrape
+	count       uint64
+	sum         float64
+	runs        uint64
+	lastSuccess time.Time
+}
+
+type op struct {
+	start, end time.Time
+	seconds    float64
+}
+
+func newExporter(seed uint64, p Probing, phases []Phase, start time.Time) *exporter {
+	e := &exporter{
+		rng:       rand.New(rand.NewPCG(seed, 0x6469736b70726f62)),
+		probing:   p,
+		phases:    phases,
+		start:     start,
+		nextRound: start.Add(time.Duration(rand.New(rand.NewPCG(seed, 1)).Float64() * float64(p.Interval))),
+		buckets:   make([]uint64, len(collector.LatencyBuckets)),
+	}
+	t := start
+	for _, ph := range phases {
+		t = t.Add(ph.Duration)
+		e.ends = append(e.ends, t)
+	}
+	return e
+}
+
+func (e *exporter) phaseAt(t time.Time) *Phase {
+	for i, end := range e.ends {
+		if t.Before(end) {
+			return &e.phases[i]
+		}
+	}
+	return &e.phases[len(e.phases)-1]
+}
+
+// advance runs the probe up to t: rounds start on a jittered schedule, a round that falls
+// due while the previous one still runs is skipped (as the runner does), and each
+// fdatasync is counted when it completes.
+func (e *exporter) advance(t time.Time) {
+	for {
+		if len(e.pending) > 0 {
+			o := e.pending[0]
+			if o.end.After(t) {
+				return
+			}
+			e.observe(o.seconds)
+			e.pending = e.pending[1:]
+			if len(e.pending) == 0 {
+				e.runs++
+				e.lastSuccess = o.end
+			}
+			continue
+		}
+		if e.nextRound.After(t) {
+			return
+		}
+		at := e.nextRound
+		for range e.probing.Ops {
+			s := e.phaseAt(at).Latency.Sample(e.rng)
+			d := time.Duration(s * float64(time.Second))
+			e.pending = append(e.pending, op{start: at, end: at.Add(d), seconds: s})
+			at = at.Add(d)
+		}
+		for !e.nextRound.After(at) { // due while the round runs: skipped
+			e.nextRound = e.nextRound.Add(time.Duration(float64(e.probing.Interval) * (1 - e.probing.Jitter + 2*e.probing.Jitter*e.rng.Float64())))
+		}
+	}
+}
+
+func (e *exporter) observe(s float64) {
+	for i, le := range collector.LatencyBuckets {
+		if s <= le {
+			e.buckets[i]++
+		}
+	}
+	e.count++
+	e.sum += s
+}
+
+// inflight is diskprobe_probe_inflight_seconds at t: the age of the fdatasync in progress.
+func (e *exporter) inflight(t time.Time) float64 {
+	if len(e.pending) == 0 || e.pending[0].start.After(t) {
+		return 0
+	}
+	return t.Sub(e.pending[0].start).Seconds()
+}
+
+// series are the exporter's series the rules read, for one target, in the order values
+// writes them.
+type series struct {
+	labels []labels.Labels
+	refs   []storage.SeriesRef
+}
+
+const (
+	job      = "diskprobe"
+	instance = "replay:10052"
+	target   = "disk"
+)
+
+func newSeries(model string) *series {
+	base := func(name string, kv ...string) labels.Labels {
+		return labels.FromStrings(append([]string{"__name__", name, "job", job, "instance", instance}, kv...)...)
+	}
+	s := &series{}
+	for _, le := range collector.LatencyBuckets {
+		s.labels = append(s.labels, base("diskprobe_fdatasync_duration_seconds_bucket", "target", target, "le", formatLe(le)))
+	}
+	s.labels = append(s.labels,
+		base("diskprobe_fdatasync_duration_seconds_bucket", "target", target, "le", "+Inf"),
+		base("diskprobe_fdatasync_duration_seconds_count", "target", target),
+		base("diskprobe_fdatasync_duration_seconds_sum", "target", target),
+		base("diskprobe_probe_runs_total", "target", target, "probe", "fsync"),
+		base("diskprobe_probe_errors_total", "target", target, "probe", "fsync"),
+		base("diskprobe_probe_last_success_timestamp_seconds", "target", target, "probe", "fsync"),
+		base("diskprobe_probe_inflight_seconds", "target", target, "probe", "fsync"),
+		base("diskprobe_device_busy_ratio", "target", target),
+		base("diskprobe_target_info", "target", target, "path", "/var/lib/etcd", "kind", "directory", "device", "sda", "model", model, "serial", "REPLAY", "rotational", "0"),
+		base("diskprobe_config_last_reload_successful"),
+		base("diskprobe_config_last_reload_success_timestamp_seconds"),
+		labels.FromStrings("__name__", "up", "job", job, "instance", instance),
+	)
+	s.refs = make([]storage.SeriesRef, len(s.labels))
+	return s
+}
+
+// formatLe writes a bucket edge as client_golang's text format does.
+func formatLe(le float64) string { return strconv.FormatFloat(le, 'g', -1, 64) }
+
+// values are the series' values at t, in newSeries's order.
+func (e *exporter) values(t time.Time, v []float64) []float64 {
+	v = v[:0]
+	for _, b := range e.buckets {
+		v = append(v, float64(b))
+	}
+	last := 0.0
+	if !e.lastSuccess.IsZero() {
+		last = float64(e.lastSuccess.UnixNano()) / 1e9
+	}
+	return append(v, float64(e.count), float64(e.count), e.sum,
+		float64(e.runs), 0, last,
+		e.inflight(t), e.phaseAt(t).Busy, 1,
+		1, float64(e.start.Unix()), 1)
+}
+
+// scrape appends what a scrape at t reads.
+func (e *exporter) scrape(app storage.Appender, s *series, t time.Time, buf []float64) ([]float64, error) {
+	e.advance(t)
+	buf = e.values(t, buf)
+	ms := t.UnixMilli()
+	for i, l := range s.labels {
+		ref, err := app.Append(s.refs[i], l, ms, buf[i])
+		if err != nil {
+			return buf, err
+		}
+		s.refs[i] = ref
+	}
+	return buf, nil
+}
