@@ -103,8 +103,7 @@ func startOnHangFS(t *testing.T, h *testenv.HangFS, cfg string, opts testenv.Exp
 // getStatus is the status code of GET path on the exporter.
 func getStatus(t *testing.T, e *testenv.Exporter, path string) int {
 	t.Helper()
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + e.Addr + path)
+	resp, err := oneShot.Get("http://" + e.Addr + path)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
