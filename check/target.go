@@ -66,11 +66,11 @@ func openTarget(ctx context.Context, path, probeDir string, paths device.Paths) 
 // statfs (their errors are reported by the calls that follow). A hung mount would
 // otherwise leave check hanging before it printed anything.
 func answers(ctx context.Context, paths ...string) error {
+	var calls answer.Paths
 	for _, path := range paths {
 		if path == "" {
 			continue
 		}
-		var calls answer.Paths
 		ok := calls.Call(ctx, path, PathWait, func() {
 			var st unix.Stat_t
 			var fs unix.Statfs_t

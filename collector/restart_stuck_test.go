@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -17,17 +16,6 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
-// heldProber's first operation stays in flight until hold is closed, like an I/O stuck in
-// the kernel; later ones return at once.
-type heldProber struct{ hold <-chan struct{} }
-
-func (p *heldProber) Round(ctx context.Context, env *probe.Env) (probe.Result, error) {
-	env.Inflight.Do(func() { <-p.hold })
-	return probe.Result{Ops: 1}, nil
-}
-
-func (p *heldProber) Close() error { return nil }
-
 // TestReloadThatChangesAStuckTargetKeepsReportingItStuck: a reload that changes a target
 // whose I/O is stuck in the kernel restarts it, abandoning the stuck worker. The new
 // runner waits for the disk lock the old worker holds; it used to report the target idle
@@ -38,7 +26,9 @@ func TestReloadThatChangesAStuckTargetKeepsReportingItStuck(t *testing.T) {
 	hold := make(chan struct{})
 	saved := probeKinds[config.ProbeFsync]
 	held := saved
-	held.build = func(*runner, *config.ProbeConfig) (probe.Prober, error) { return &heldProber{hold: hold}, nil }
+	held.build = func(*runner, *config.ProbeConfig) (probe.Prober, error) {
+		return &observingProber{ops: 1, hold: hold}, nil
+	}
 	probeKinds[config.ProbeFsync] = held
 	released := false
 	release := func() {
