@@ -13,6 +13,7 @@ type Queue struct {
 	Date    time.Time
 	Command string
 	Backing string // what the file and the device live on
+	Pinned  string // which CPU the tools and the device's workers ran on, and why
 	Cases   []*QueueCase
 	Sweeps  []*SweepTiming
 }
@@ -23,6 +24,7 @@ type QueueCase struct {
 	FioCommand string
 	Ours       string
 	Mixed      bool // reads and writes: both sides' p50 are compared
+	Diagnostic bool // shown, not a goal (e.g. run unpinned)
 	Rounds     []QueueRound
 }
 
@@ -63,6 +65,9 @@ const queueTolerance = 0.15
 func (q *Queue) rows() []Row {
 	var rows []Row
 	for _, c := range q.Cases {
+		if c.Diagnostic {
+			continue
+		}
 		figures := []struct {
 			name string
 			f    func(QueueSide) float64
@@ -127,6 +132,9 @@ func (q *Queue) markdown(w func(string, ...any)) {
 	w("engine does, each I/O timed from before its io_submit to after the io_getevents that reaps it; fio's\n")
 	w("latency is `lat` (the same span, `--lat_percentiles=1`). Random offsets are uniform with repetition\n")
 	w("on both sides (fio `--norandommap`). %s\n\n", q.Backing)
+	if q.Pinned != "" {
+		w("%s Cases marked unpinned are shown, not judged.\n\n", q.Pinned)
+	}
 	w("Command (alone, rewriting this section): `%s`, run at %s.\n\n", q.Command, q.Date.UTC().Format("2006-01-02 15:04 MST"))
 	w("| goal | measured | met |\n|---|---|---|\n")
 	for _, row := range q.rows() {
