@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+
+	"github.com/diskprobe/diskprobe_exporter/config"
 )
 
 const namespace = "diskprobe"
@@ -29,7 +31,7 @@ const NativeBucketFactor = 1.1
 // a reload deletes the series of targets that went away, so counters of targets that
 // stay are never reset.
 type Metrics struct {
-	fdatasync, write, read *LatencyVec
+	recorders map[string]recorder // by probe kind; each kind's own metrics are in all
 
 	seqBytes, seqDuration *prometheus.CounterVec
 	seqThroughput         *prometheus.GaugeVec
@@ -62,12 +64,7 @@ const (
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	tp := []string{"target", "probe"}
 	m := &Metrics{
-		fdatasync: NewLatencyVec("fdatasync_duration_seconds", "Time of each fdatasync(2) of the fsync probe, the call etcd's wal_fsync and fio's sync percentiles time.", LatencyBuckets),
-		// No rule reads the write call's distribution, only its mean (a write into the page
-		// cache is microseconds; a slow one shows in the mean and, with native histograms, in
-		// full): native buckets only, so it costs three series per target, not seventeen.
-		write: NewLatencyVec("write_duration_seconds", "Time of each write(2) of the fsync probe, before its fdatasync (native buckets only).", nil),
-		read:  NewLatencyVec("read_duration_seconds", "Time of each O_DIRECT pread(2) of the randread probe, queue depth 1 (fio psync clat).", LatencyBuckets),
+		recorders: map[string]recorder{},
 		seqBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sequential_bytes_total",
 			Help: "Bytes moved by the sequential probes."}, []string{"target", "direction"}),
 		seqDuration: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sequential_duration_seconds_total",
@@ -99,7 +96,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		inflight: newInflightCollector(),
 	}
 	m.all = []prometheus.Collector{
-		m.fdatasync, m.write, m.read,
 		m.seqBytes, m.seqDuration, m.seqThroughput,
 		m.runs, m.errors, m.skipped, m.lastSuccess, m.ioOps, m.ioBytes,
 		m.busy, m.otherIOPS, m.targetInfo,
@@ -107,8 +103,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.inflight,
 		versioncollector.NewCollector("diskprobe_exporter"),
 	}
+	for _, k := range config.ProbeKinds {
+		m.recorders[k.Name] = probeKinds[k.Name].metrics(m)
+	}
 	reg.MustRegister(m.all...)
 	return m
+}
+
+// newLatency makes a probe kind's own latency vector (see NewLatencyVec) and adds it to m.
+func (m *Metrics) newLatency(name, help string, buckets []float64) *LatencyVec {
+	v := NewLatencyVec(name, help, buckets)
+	m.all = append(m.all, v)
+	return v
 }
 
 // SetReload records the outcome of a configuration load.

@@ -14,9 +14,12 @@ func init() {
 			}
 			return probe.NewRandread(src, c.Ops, int(c.BlockSize))
 		},
-		record: func(m *Metrics, target string, pr *probeRun) {
-			read := m.read.WithLabelValues(target)
-			pr.env.Observe = func(s probe.Sample) { read.Observe(s.Duration.Seconds()) }
+		metrics: func(m *Metrics) recorder {
+			read := m.newLatency("read_duration_seconds", "Time of each O_DIRECT pread(2) of the randread probe, queue depth 1 (fio psync clat).", LatencyBuckets)
+			return func(target string, pr *probeRun) {
+				read := read.WithLabelValues(target)
+				pr.env.Observe = func(s probe.Sample) { read.Observe(s.Duration.Seconds()) }
+			}
 		},
 	})
 }

@@ -14,21 +14,23 @@ func init() {
 			}
 			return probe.NewSeqread(src, c.Bytes, int(c.BlockSize))
 		},
-		record: recordSequential("read"),
+		metrics: recordSequential("read"),
 	})
 }
 
 // recordSequential adds a sequential probe's successful rounds to the sequential
-// metrics of its direction.
-func recordSequential(direction string) func(m *Metrics, target string, pr *probeRun) {
-	return func(m *Metrics, target string, pr *probeRun) {
-		bytes, duration := m.seqBytes.WithLabelValues(target, direction), m.seqDuration.WithLabelValues(target, direction)
-		throughput := m.seqThroughput.WithLabelValues(target, direction)
-		pr.onSuccess = func(res probe.Result) {
-			if res.IO > 0 {
-				bytes.Add(float64(res.Bytes))
-				duration.Add(res.IO.Seconds())
-				throughput.Set(float64(res.Bytes) / res.IO.Seconds())
+// metrics, which both directions share, under its direction.
+func recordSequential(direction string) func(m *Metrics) recorder {
+	return func(m *Metrics) recorder {
+		return func(target string, pr *probeRun) {
+			bytes, duration := m.seqBytes.WithLabelValues(target, direction), m.seqDuration.WithLabelValues(target, direction)
+			throughput := m.seqThroughput.WithLabelValues(target, direction)
+			pr.onSuccess = func(res probe.Result) {
+				if res.IO > 0 {
+					bytes.Add(float64(res.Bytes))
+					duration.Add(res.IO.Seconds())
+					throughput.Set(float64(res.Bytes) / res.IO.Seconds())
+				}
 			}
 		}
 	}

@@ -10,6 +10,6 @@ func init() {
 		build: func(r *runner, c *config.ProbeConfig) (probe.Prober, error) {
 			return probe.NewSeqwrite(r.target.ProbeRoot(), c.Bytes, int(c.BlockSize), r.target.Limits.MinFree, r.fallbackAlign())
 		},
-		record: recordSequential("write"),
+		metrics: recordSequential("write"),
 	})
 }

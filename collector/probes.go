@@ -8,14 +8,18 @@ import (
 )
 
 // probeKind is the collector side of a probe kind (config.ProbeKinds holds its schema):
-// how its prober is built and where its samples and rounds go. Each kind registers one
+// how its prober is built, the metrics it records into and how. Each kind registers one
 // from its own file, collector/probe_<name>.go.
 type probeKind struct {
 	build func(r *runner, c *config.ProbeConfig) (probe.Prober, error)
-	// record sets, on a probe of the kind on target, pr.env.Observe for its samples and,
-	// when set, pr.onSuccess for what its successful rounds add up to.
-	record func(m *Metrics, target string, pr *probeRun)
+	// metrics makes, for a new Metrics, the kind's own metrics (m.newLatency) and says
+	// how a probe of the kind records into them or into those kinds share (m.seq*).
+	metrics func(m *Metrics) recorder
 }
+
+// recorder sets, on a probe of its kind on target, pr.env.Observe for its samples and,
+// when set, pr.onSuccess for what its successful rounds add up to.
+type recorder func(target string, pr *probeRun)
 
 var probeKinds = map[string]probeKind{}
 

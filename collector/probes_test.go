@@ -10,8 +10,8 @@ import (
 // collector/probe_<name>.go would parse, then crash the runner at its first target.
 func TestEveryConfigKindIsBuiltAndRecorded(t *testing.T) {
 	for _, k := range config.ProbeKinds {
-		if pk, ok := probeKinds[k.Name]; !ok || pk.build == nil || pk.record == nil {
-			t.Errorf("probe kind %q has no build or record in collector (registerProbe in collector/probe_%s.go)", k.Name, k.Name)
+		if pk, ok := probeKinds[k.Name]; !ok || pk.build == nil || pk.metrics == nil {
+			t.Errorf("probe kind %q has no build or metrics in collector (registerProbe in collector/probe_%s.go)", k.Name, k.Name)
 		}
 	}
 	if len(probeKinds) != len(config.ProbeKinds) {

@@ -109,7 +109,7 @@ func newRunner(t config.Target, dev device.Info, devOK bool, paths device.Paths,
 		pr.skip = func(reason string) { m.skipped.WithLabelValues(t.Name, name, reason).Inc() }
 		pr.lastSuccess = m.lastSuccess.WithLabelValues(t.Name, name)
 		pr.env = probe.Env{Budget: r.budget, Inflight: &r.inflight, Notice: r.notice}
-		kind.record(m, t.Name, pr)
+		m.recorders[name](t.Name, pr)
 		r.probes = append(r.probes, pr)
 	}
 	r.work = make(chan *probeRun, len(r.probes))

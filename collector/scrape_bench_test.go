@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/gzipresponse"
@@ -67,11 +68,16 @@ func populated(clientGolang bool) *prometheus.Registry {
 	observe := func(v *LatencyVec) func(target string, d float64) {
 		return func(target string, d float64) { v.WithLabelValues(target).Observe(d) }
 	}
-	fdatasync, write, read := observe(m.fdatasync), observe(m.write), observe(m.read)
+	ours := [3]*LatencyVec{}
+	names := []string{"fdatasync_duration_seconds", "write_duration_seconds", "read_duration_seconds"}
+	for i, name := range names {
+		ours[i] = latencyVecNamed(m, name)
+	}
+	fdatasync, write, read := observe(ours[0]), observe(ours[1]), observe(ours[2])
 	if clientGolang {
 		vecs := [3]*prometheus.HistogramVec{}
-		for i, name := range []string{"fdatasync_duration_seconds", "write_duration_seconds", "read_duration_seconds"} {
-			vecs[i] = clientGolangVec(name, "help", []*LatencyVec{m.fdatasync, m.write, m.read}[i].buckets)
+		for i, name := range names {
+			vecs[i] = clientGolangVec(name, "help", ours[i].buckets)
 			reg.MustRegister(vecs[i])
 		}
 		observeCG := func(v *prometheus.HistogramVec) func(string, float64) {
@@ -99,4 +105,14 @@ func populated(clientGolang bool) *prometheus.Registry {
 		m.targetInfo.WithLabelValues(name, "/var/lib/"+name, "directory", "vda", "QEMU HARDDISK", "", "1").Set(1)
 	}
 	return reg
+}
+
+// latencyVecNamed is the latency vector of m whose metric is diskprobe_<name>.
+func latencyVecNamed(m *Metrics, name string) *LatencyVec {
+	for _, c := range m.all {
+		if v, ok := c.(*LatencyVec); ok && strings.Contains(v.desc.String(), `"`+namespace+"_"+name+`"`) {
+			return v
+		}
+	}
+	panic("no latency vector diskprobe_" + name)
 }
