@@ -84,7 +84,7 @@ type probeRun struct {
 
 	runs, errs, ioOps, ioBytes prometheus.Counter
 	lastSuccess                prometheus.Gauge
-	onSuccess                  func(probe.Result) // set by the kind's record, when its rounds add up
+	onSuccess                  func(probe.Result) // set by the kind's recorder, when its rounds add up
 	// skip counts a round not run, by reason. Its series come into being at the first
 	// skip rather than at 0: rounds are rarely skipped, and three reasons per probe that
 	// stay 0 were a tenth of every scrape.
