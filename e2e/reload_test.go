@@ -78,7 +78,7 @@ func TestBadReloadKeepsTheRunningConfig(t *testing.T) {
 }
 
 // oneShot keeps no connection open after a request: an idle keep-alive connection is a
-// goroutine in the exporter, and the hang tests count go_goroutines (a POST /-/reload's
+// goroutine in the exporter, and the hang tests count goroutines (a POST /-/reload's
 // idle connection once read as a leaked goroutine: 16 before, 22 after, 21 allowed).
 var oneShot = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
