@@ -21,7 +21,8 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// Point, Case and Data mirror bench.PlotData.
+// Point, Case and Data mirror internal/benchkit.PlotData (this module cannot import the
+// exporter's internal packages).
 type Point struct {
 	Seconds  float64 `json:"s"`
 	Fraction float64 `json:"f"`
