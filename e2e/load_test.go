@@ -17,23 +17,22 @@ const (
 	loadDuration = 30 * time.Second
 	loadQuiet    = 10 * time.Second // the same targets without the load, to compare
 	loadTargets  = 16
-	// loadMaxOthers is how many CPUs other processes may keep busy for the timing to be
-	// judged. At 200 scrapes/s the exporter needs about 0.7 CPU and the generator 0.13.
-	// Judged and passed with others at 0.34 and 0.63 of 2 CPUs on average (scrape p99
-	// 13 and 17 ms, no round off schedule), and with both CPUs taken for 5 s mid-load
-	// (p99 17 ms). Before the scrape was made cheaper (1.0-1.2 CPU at this rate), others
-	// at 0.18 already put 19 % of round intervals out of ±20 %.
+	loadInterval = time.Second
+	// loadMaxOthers is how many CPUs other processes may keep busy for make bench to judge
+	// the timing. At 200 scrapes/s the exporter needs about 0.7 CPU and the generator 0.13.
 	loadMaxOthers = 0.5
 )
 
-// TestScrapeLoadDoesNotDisturbProbes scrapes 16 busy targets (fsync and randread every
-// second) 200 times a second for 30 s on loopback, gzip-compressed as Prometheus asks:
-// scrape p99 must stay under 100 ms, nothing may fail but for rare overload shedding
-// (503 from the in-flight limit), and the probe rounds must keep their schedule as they
-// did in the quiet phase just before, side by side.
-func TestScrapeLoadDoesNotDisturbProbes(t *testing.T) {
+// TestScrapeLoadLosesNoScrapesOrRounds scrapes 16 busy targets (fsync and randread every
+// second) 200 times a second for 30 s on loopback, gzip-compressed as Prometheus asks.
+// On any machine: no scrape may fail (503 from the in-flight limit is load shedding, not a
+// failure), no round may fail, and every target must keep probing under the load. In make
+// bench it also judges what depends on the machine being quiet (benchmode_test.go): scrape
+// p99, shedding, and how well rounds keep their 1 s interval against the quiet phase just
+// before, side by side.
+func TestScrapeLoadLosesNoScrapesOrRounds(t *testing.T) {
 	names := targetNames("busy", loadTargets)
-	// The targets share one RAM-backed ext4: this test judges what scrapes do to the
+	// The targets share one RAM-backed ext4: this test is about what scrapes do to the
 	// exporter's schedule, which a stall of the shared host disk (a journal commit behind
 	// earlier tests' writeback) must not be mistaken for.
 	_, mnt := testenv.RAMLoopExt4(t, 320<<20)
@@ -42,10 +41,10 @@ func TestScrapeLoadDoesNotDisturbProbes(t *testing.T) {
 	for _, name := range names {
 		cfg += fmt.Sprintf(`  - name: %s
     path: %s
-    fsync: {interval: 1s, ops: 5, block_size: 2300, file_size: 4MiB}
-    randread: {interval: 1s, ops: 5, file_size: 4MiB}
+    fsync: {interval: %s, ops: 5, block_size: 2300, file_size: 4MiB}
+    randread: {interval: %s, ops: 5, file_size: 4MiB}
     limits: {min_free: 0}
-`, name, dirs[name])
+`, name, dirs[name], loadInterval, loadInterval)
 	}
 	e := testenv.StartExporter(t, testenv.WriteConfig(t, cfg))
 	testenv.WaitMetric(t, e, 30*time.Second, "rounds on every busy target", func(f families) bool {
@@ -71,9 +70,10 @@ func TestScrapeLoadDoesNotDisturbProbes(t *testing.T) {
 	alive(t, e)
 	exporterCPU := func(c cpuUse) float64 { return c.exporter }
 	selfCPU := func(c cpuUse) float64 { return c.self }
+	others := othersCores(cpuLoad, cpuEnd)
 	t.Logf("CPUs busy, quiet: exporter %.2f, others %.2f; load: exporter %.2f, load generator %.2f, others %.2f (of %d)",
 		cores(cpuQuiet, cpuLoad, exporterCPU), othersCores(cpuQuiet, cpuLoad),
-		cores(cpuLoad, cpuEnd, exporterCPU), cores(cpuLoad, cpuEnd, selfCPU), othersCores(cpuLoad, cpuEnd), runtime.NumCPU())
+		cores(cpuLoad, cpuEnd, exporterCPU), cores(cpuLoad, cpuEnd, selfCPU), others, runtime.NumCPU())
 
 	p50, p99, worst := percentile(res.latencies, 0.5), percentile(res.latencies, 0.99), percentile(res.latencies, 1)
 	t.Logf("load: %d scrapes in %s (%.0f/s, %d not sent because the client fell behind): p50 %s, p99 %s, max %s; %d shed with 503, %d failed",
@@ -83,48 +83,42 @@ func TestScrapeLoadDoesNotDisturbProbes(t *testing.T) {
 		t.Errorf("scrape failed under load: %s", f)
 	}
 	quietObs, loadObs := between(obs, quietStart, loadStart), between(obs, loadStart, loadEnd)
-	quiet := measureSchedule(quietObs, names, []string{"fsync", "randread"}, time.Second)
-	loaded := measureSchedule(loadObs, names, []string{"fsync", "randread"}, time.Second)
+	quiet := measureSchedule(quietObs, names, []string{"fsync", "randread"}, loadInterval)
+	loaded := measureSchedule(loadObs, names, []string{"fsync", "randread"}, loadInterval)
 	t.Logf("rounds, quiet: %s", quiet)
 	t.Logf("rounds, load:  %s", loaded)
-	last := loadObs[len(loadObs)-1].f
+	first, last := loadObs[0].f, loadObs[len(loadObs)-1].f
 	reportLoadFigures(t, names, quietObs, loadObs)
+	var skips float64
 	for _, name := range names {
-		if n := errs(last, name, "fsync") + errs(last, name, "randread"); n != 0 {
-			t.Errorf("%s: %.0f failed rounds", name, n)
+		for _, probe := range []string{"fsync", "randread"} {
+			if n := errs(last, name, probe); n != 0 {
+				t.Errorf("%s %s: %.0f failed rounds", name, probe, n)
+			}
+			// A third of the rounds due is far below what any machine gives (a starved
+			// target makes none: the rounds would be lost, not late).
+			if n, due := runs(last, name, probe)-runs(first, name, probe), loadDuration.Seconds()/loadInterval.Seconds(); n < due/3 {
+				t.Errorf("%s %s: %.0f rounds in %s of scrape load; want at least a third of the %.0f due", name, probe, n, loadDuration, due)
+			}
+			skips += skipped(last, name, probe, "inflight") - skipped(first, name, probe, "inflight")
 		}
 	}
 
-	// Whether the figures hold is only a question when the exporter had the CPUs it
-	// needs: other processes on a shared 2-CPU host can take them all.
-	if others := othersCores(cpuLoad, cpuEnd); others > loadMaxOthers {
-		t.Skipf("timing not judged: other processes kept %.2f CPUs busy during the load (limit %.2f)", others, loadMaxOthers)
-	}
-	// The load generator shares the CPUs too: whether it reached its rate is part of the
-	// same question (seen: 179/s with others keeping 1.37 CPUs busy).
-	if float64(len(res.latencies)) < 0.9*loadRate*loadDuration.Seconds() {
-		t.Errorf("only %d scrapes in %s; the load was not %d/s", len(res.latencies), loadDuration, loadRate)
-	}
-	if float64(res.shed) > 0.01*float64(len(res.latencies)) {
-		t.Errorf("%d of %d scrapes shed with 503", res.shed, len(res.latencies))
-	}
-	if p99 > 100*time.Millisecond {
-		t.Errorf("scrape p99 %s under %d scrapes/s; want under 100ms", p99, loadRate)
-	}
-	if len(loaded.few) > 0 {
-		t.Errorf("too few rounds measured under load on %v", loaded.few)
-	}
-	if loaded.share() > max(0.02, 2*quiet.share()) {
-		t.Errorf("rounds lost their schedule under scrape load: %.1f%% of intervals outside ±20%% (quiet: %.1f%%)", 100*loaded.share(), 100*quiet.share())
-	}
-	if worst := percentile(loaded.gaps, 1); worst > 1500*time.Millisecond {
-		t.Errorf("a round came %s after the previous one under load; interval 1s", worst.Round(time.Millisecond))
-	}
-	for _, name := range names {
-		if n := skipped(last, name, "fsync", "inflight") + skipped(last, name, "randread", "inflight"); n != 0 {
-			t.Errorf("%s: %.0f rounds skipped under scrape load", name, n)
-		}
-	}
+	sent := float64(len(res.latencies))
+	reportTimingGoals(t, "Schedule and scrapes under scrape load", fmt.Sprintf(
+		"16 targets with fsync and randread every %s on one RAM-backed ext4, scraped %d times a second for %s "+
+			"on loopback with gzip (TestScrapeLoadLosesNoScrapesOrRounds), against the %s just before without the load. "+
+			"Other processes kept %.2f of %d CPUs busy during the load (judged only under %.2f).",
+		loadInterval, loadRate, loadDuration, loadQuiet, others, runtime.NumCPU(), loadMaxOthers), []timingGoal{
+		{"machine quiet enough to judge", fmt.Sprintf("others %.2f CPUs", others), fmt.Sprintf("≤ %.2f", loadMaxOthers), others <= loadMaxOthers},
+		{"scrape rate reached", fmt.Sprintf("%.0f in %s", sent, loadDuration), fmt.Sprintf("≥ 90 %% of %d/s", loadRate), sent >= 0.9*loadRate*loadDuration.Seconds()},
+		{"scrapes shed with 503", fmt.Sprintf("%d of %.0f", res.shed, sent), "≤ 1 %", float64(res.shed) <= 0.01*sent},
+		{"scrape p99", fmtDur(p99), "< 100ms", p99 < 100*time.Millisecond},
+		{"round intervals outside ±20 %", fmt.Sprintf("%.1f %% under load, %.1f %% quiet (%d intervals)", 100*loaded.share(), 100*quiet.share(), len(loaded.gaps)),
+			"≤ max(2 %, 2× quiet)", len(loaded.few) == 0 && loaded.share() <= max(0.02, 2*quiet.share())},
+		{"longest round interval", fmtDur(percentile(loaded.gaps, 1)), "≤ 1.5s", percentile(loaded.gaps, 1) <= 1500*time.Millisecond},
+		{"rounds skipped (previous one still running)", fmt.Sprintf("%.0f", skips), "0", skips == 0},
+	})
 }
 
 // reportLoadFigures logs what the load did to the probes' figures themselves (reported,

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
 )
 
 // RunAll replays every scenario, workers at a time.
@@ -77,12 +79,7 @@ const (
 
 // Splice replaces the replay's section of doc, or appends it when doc has none yet.
 func (rep *Report) Splice(doc string) string {
-	section := rep.Markdown()
-	i, j := strings.Index(doc, SectionBegin), strings.Index(doc, SectionEnd)
-	if i < 0 || j < i {
-		return strings.TrimRight(doc, "\n") + "\n\n" + section
-	}
-	return doc[:i] + strings.TrimSuffix(section, "\n") + doc[j+len(SectionEnd):]
+	return benchkit.SpliceSection(doc, SectionBegin, SectionEnd, rep.Markdown())
 }
 
 // Markdown renders the section, markers included.

@@ -113,6 +113,16 @@ func (q *Queue) SpliceQueue(doc string) (string, error) {
 	return splice(doc, queueBegin, queueEnd, b.String())
 }
 
+// SpliceSection replaces what lies between begin and end (both kept) in doc by section,
+// which starts with begin and ends with end, or appends section when doc has no such
+// markers yet: how a test that measures one thing rewrites its own part of BENCHMARKS.md.
+func SpliceSection(doc, begin, end, section string) string {
+	if s, err := splice(doc, begin, end, section); err == nil {
+		return s
+	}
+	return strings.TrimRight(doc, "\n") + "\n\n" + strings.TrimPrefix(section, "\n")
+}
+
 // splice replaces what lies between begin and end (both kept) in doc by section, which
 // starts with begin and ends with end.
 func splice(doc, begin, end, section string) (string, error) {
