@@ -26,6 +26,11 @@ type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*fakeTimer
+	// settled reports, for each runner the test started, whether the rounds handed to its
+	// worker have begun. Advance waits for them after every step: otherwise, on a loaded
+	// machine (the race detector, a busy CI host), time ran on by whole intervals before a
+	// worker was scheduled, and a round began late or was skipped as still pending.
+	settled []func() bool
 }
 
 type fakeTimer struct {
@@ -81,8 +86,25 @@ func (c *fakeClock) Advance(t *testing.T, d, step time.Duration, loops int) {
 			}
 		}
 		c.mu.Unlock()
+		c.waitSettled(t)
 	}
 	c.waitArmed(t, loops)
+}
+
+func (c *fakeClock) waitSettled(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	settled := c.settled
+	c.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, ok := range settled {
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatal("a worker did not begin the round handed to it")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 }
 
 func (c *fakeClock) waitArmed(t *testing.T, loops int) {
@@ -143,6 +165,23 @@ func startFakeRunner(t *testing.T, m *Metrics, clock *fakeClock, tg config.Targe
 	for _, pr := range r.probes {
 		pr.build = func(*runner, *config.ProbeConfig) (probe.Prober, error) { return fp, nil }
 	}
+	clock.mu.Lock()
+	clock.settled = append(clock.settled, func() bool {
+		select {
+		case <-r.workerDone: // stopped: what it left queued never begins
+			return true
+		default:
+		}
+		for _, pr := range r.probes {
+			// A round pending and not in Round is queued, or about to be; one in Round
+			// has recorded its start (it may be blocked there, as a stuck disk).
+			if pr.pending.Load() && fp.active.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	clock.mu.Unlock()
 	r.start()
 	return r
 }
