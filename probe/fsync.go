@@ -93,14 +93,20 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 }
 
 // writeAndSync is the timed region: nothing but the two system calls sits between the
-// clock reads. The data is made before the clock starts.
+// clock reads (ignoringEINTR says how a retried call is timed). The data is made before
+// the clock starts.
 func (p *Fsync) writeAndSync(inflight *Inflight) (write, sync time.Duration, err error) {
 	p.rng.Read(p.buf)
 	p.settle()
+	var n int
+	var t1, t2 time.Time
 	t0 := time.Now()
 	inflight.begin(t0)
-	n, err := unix.Pwrite(p.fd, p.buf, p.off)
-	t1 := time.Now()
+	err = ignoringEINTR(func() (err error) {
+		n, err = unix.Pwrite(p.fd, p.buf, p.off)
+		t1 = time.Now()
+		return err
+	})
 	if err == nil && n != len(p.buf) {
 		err = fmt.Errorf("short write: %d of %d bytes", n, len(p.buf))
 	}
@@ -109,8 +115,11 @@ func (p *Fsync) writeAndSync(inflight *Inflight) (write, sync time.Duration, err
 		return 0, 0, &os.PathError{Op: "write", Path: p.path, Err: err}
 	}
 	inflight.begin(t1)
-	err = unix.Fdatasync(p.fd)
-	t2 := time.Now()
+	err = ignoringEINTR(func() error {
+		err := unix.Fdatasync(p.fd)
+		t2 = time.Now()
+		return err
+	})
 	inflight.end()
 	if err != nil {
 		return 0, 0, &os.PathError{Op: "fdatasync", Path: p.path, Err: err}

@@ -52,10 +52,15 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 			off = p.src.firstBlock(bs)
 		}
 		p.settle()
+		var n int
+		var d time.Duration
 		t0 := time.Now()
 		env.Inflight.begin(t0)
-		n, err := unix.Pread(p.src.fd, buf, off)
-		d := time.Since(t0)
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Pread(p.src.fd, buf, off)
+			d = time.Since(t0)
+			return err
+		})
 		env.Inflight.end()
 		if err == nil && n != len(buf) {
 			err = p.src.shortRead(n, len(buf))
@@ -151,10 +156,15 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		}
 		p.fill.Read(buf)
 		p.settle()
+		var n int
+		var d time.Duration
 		t0 := time.Now()
 		env.Inflight.begin(t0)
-		n, err := unix.Pwrite(p.fd, buf, off)
-		d := time.Since(t0)
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Pwrite(p.fd, buf, off)
+			d = time.Since(t0)
+			return err
+		})
 		env.Inflight.end()
 		if err == nil && n != len(buf) {
 			err = fmt.Errorf("short write at offset %d: %d of %d bytes", off, n, len(buf))
@@ -168,10 +178,14 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		res.IO += d
 	}
 	p.settle()
+	var d time.Duration
 	t0 := time.Now()
 	env.Inflight.begin(t0)
-	err = unix.Fdatasync(p.fd)
-	d := time.Since(t0)
+	err = ignoringEINTR(func() error {
+		err := unix.Fdatasync(p.fd)
+		d = time.Since(t0)
+		return err
+	})
 	env.Inflight.end()
 	if err != nil {
 		return res, &os.PathError{Op: "fdatasync", Path: p.path, Err: err}
@@ -192,7 +206,7 @@ func (p *Seqwrite) open(env *Env) error {
 		env.notice(noFallocateNotice)
 	}
 	_ = f.Close()
-	fd, err := unix.Open(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openFD(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return openDirectError(p.path, err)
 	}
