@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -119,4 +120,87 @@ func TestInterruptedSystemCallsAreRetriedNotProbeErrors(t *testing.T) {
 			checkRetried(t, testenv.OpWrite, testenv.OpFsync)
 		}
 	})
+}
+
+// inode is the inode number of path, and holds that inode open until the test ends, so
+// that a new file can never be given its number.
+func inode(t *testing.T, path string) (ino uint64, nlink func() uint64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	var st unix.Stat_t
+	must(t, unix.Fstat(int(f.Fd()), &st))
+	return st.Ino, func() uint64 {
+		must(t, unix.Fstat(int(f.Fd()), &st))
+		return uint64(st.Nlink)
+	}
+}
+
+// etcd observes wal_fsync before it returns a failed fdatasync's error, and gives up on
+// the file: after a failed fdatasync the kernel may have dropped the pages and cleared the
+// error, so writing on in that file would measure fdatasyncs of data already lost.
+func TestFailedFdatasyncIsObservedAndItsFileAbandoned(t *testing.T) {
+	h := testenv.MountHangFS(t, testenv.HangFSOptions{Fallocate: true})
+	backing := filepath.Join(h.Backing, DirName, "fsync.probe")
+	const block = 2300
+	p, err := NewFsync(FsyncOptions{Dir: h.Dir, Ops: 3, BlockSize: block, FileSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var c collected
+	if _, err := p.Round(context.Background(), c.env()); err != nil {
+		t.Fatal(err)
+	}
+	before, nlink := inode(t, backing)
+
+	h.Fail(unix.EIO, 1, testenv.OpFsync)
+	c = collected{}
+	res, err := p.Round(context.Background(), c.env())
+	if !errors.Is(err, unix.EIO) {
+		t.Fatalf("round with a failing fdatasync: %v, want EIO", err)
+	}
+	if c.write != 1 || c.sync != 1 || res.Ops != 1 { // collected panics on a duration ≤ 0
+		t.Errorf("failed fdatasync: %+v samples, result %+v; want its write and fdatasync observed and counted", c, res)
+	}
+
+	c = collected{}
+	if res, err := p.Round(context.Background(), c.env()); err != nil || res.Ops != 3 {
+		t.Fatalf("round after the failure: %+v, %v", res, err)
+	}
+	after, _ := inode(t, backing)
+	if after == before || nlink() != 0 {
+		t.Errorf("the round after a failed fdatasync wrote into the same file (inode %d, then %d; old one has %d links)", before, after, nlink())
+	}
+	if p.off != HeaderSize+3*block {
+		t.Errorf("write offset %d after 3 writes since the failure; want %d, the fourth block of a fresh file", p.off, HeaderSize+3*block)
+	}
+}
+
+// Seqwrite's file after a failed fdatasync: the same lesson as the fsync probe's.
+func TestSeqwriteAbandonsItsFileAfterAFailedFdatasync(t *testing.T) {
+	h := testenv.MountHangFS(t, testenv.HangFSOptions{Fallocate: true})
+	p, err := NewSeqwrite(h.Dir, 256<<10, 64<<10, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Round(context.Background(), (&collected{}).env()); err != nil {
+		t.Fatal(err)
+	}
+	backing := filepath.Join(h.Backing, DirName, "seqwrite.probe")
+	before, nlink := inode(t, backing)
+	h.Fail(unix.EIO, 1, testenv.OpFsync)
+	if _, err := p.Round(context.Background(), (&collected{}).env()); !errors.Is(err, unix.EIO) {
+		t.Fatalf("round with a failing fdatasync: %v, want EIO", err)
+	}
+	if _, err := p.Round(context.Background(), (&collected{}).env()); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := inode(t, backing); after == before || nlink() != 0 {
+		t.Errorf("the round after a failed fdatasync wrote into the same file (inode %d, then %d)", before, after)
+	}
 }

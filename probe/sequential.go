@@ -188,6 +188,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	})
 	env.Inflight.end()
 	if err != nil {
+		_ = p.Close() // the file's state is unknown: the next round starts a fresh one (see Fsync.writeAndSync)
 		return res, &os.PathError{Op: "fdatasync", Path: p.path, Err: err}
 	}
 	res.IO += d
