@@ -204,3 +204,44 @@ func TestSeqwriteAbandonsItsFileAfterAFailedFdatasync(t *testing.T) {
 		t.Errorf("the round after a failed fdatasync wrote into the same file (inode %d, then %d)", before, after)
 	}
 }
+
+// A probe directory deleted under a running exporter (and perhaps recreated) leaves
+// seqwrite's descriptor on a deleted file, where its writes would succeed and measure
+// nothing anyone can see: the next round must write a file in the directory there now.
+func TestSeqwriteFollowsADeletedOrRecreatedProbeDirectory(t *testing.T) {
+	for _, recreate := range []bool{true, false} {
+		name := map[bool]string{true: "recreated", false: "deleted"}[recreate]
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if CheckDirectIO(dir) != nil {
+				t.Skip("temporary directory is on a memory filesystem")
+			}
+			p, err := NewSeqwrite(dir, 256<<10, 64<<10, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if _, err := p.Round(context.Background(), (&collected{}).env()); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, DirName, "seqwrite.probe")
+			before, _ := inode(t, path)
+			must(t, os.RemoveAll(filepath.Join(dir, DirName)))
+			if recreate {
+				must(t, os.Mkdir(filepath.Join(dir, DirName), 0o700))
+			}
+			if _, err := p.Round(context.Background(), (&collected{}).env()); err != nil {
+				t.Fatalf("round after the probe directory was %s: %v", name, err)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Fatalf("no probe file in the probe directory after a round: %v", err)
+			}
+			if after, _ := inode(t, path); after == before {
+				t.Errorf("inode %d before and after", after)
+			}
+			if st := kernelState(t, path); st.header.Kind != "seqwrite" {
+				t.Errorf("header %+v", st.header)
+			}
+		})
+	}
+}

@@ -115,6 +115,9 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 // Round writes the configured number of bytes and fdatasyncs.
 func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
+	if p.fd >= 0 && !stillLinked(env.Inflight, p.fd) {
+		_ = p.Close() // the directory was replaced: start a new file in the new one
+	}
 	if p.minFree > 0 {
 		free, err := freeBytes(env.Inflight, p.dir)
 		if err != nil {
@@ -198,6 +201,9 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 func (p *Seqwrite) open(env *Env) error {
 	if p.fd >= 0 {
 		return nil
+	}
+	if _, err := EnsureDir(p.dir); err != nil { // it may have been deleted under us
+		return err
 	}
 	f, preallocated, err := createOwn(p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
 	if err != nil {
