@@ -67,3 +67,57 @@ func TestFailedFdatasyncIsObservedAndStartsAFreshFile(t *testing.T) {
 		t.Errorf("the new file has no header: %q", h)
 	}
 }
+
+// TestInterruptedCallsAreNotProbeErrors has a FUSE filesystem answer EINTR, as one that
+// honours interrupts does when the Go runtime's preemption signal lands on the calling
+// thread, to the calls of every probe: each must be retried, with no error counted.
+func TestInterruptedCallsAreNotProbeErrors(t *testing.T) {
+	h := testenv.MountHangFS(t, testenv.HangFSOptions{Fallocate: true})
+	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: eintr
+    path: %s
+    fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 1MiB}
+    randread: {interval: 1s, ops: 2, file_size: 4MiB}
+    seqread: {interval: 1s, bytes: 1MiB, block_size: 256KiB}
+    seqwrite: {interval: 1s, bytes: 1MiB, block_size: 256KiB}
+    limits: {timeout: 10s, min_free: 1MiB}
+`, h.Dir))
+	probes := []string{"fsync", "randread", "seqread", "seqwrite"}
+	e := testenv.StartExporter(t, cfg)
+	testenv.WaitMetric(t, e, 30*time.Second, "a round of every probe", func(f families) bool {
+		for _, p := range probes {
+			if lastSuccess(f, "eintr", p) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	ops := []string{testenv.OpGetattr, testenv.OpStatfs, testenv.OpRead, testenv.OpWrite, testenv.OpFsync} // what each round asks
+	const eintrs = 5
+	h.Fail(unix.EINTR, eintrs, ops...)
+	testenv.WaitFor(t, 20*time.Second, "every injected EINTR answered", func() bool {
+		for _, op := range ops {
+			if h.Failed(op) < eintrs {
+				return false
+			}
+		}
+		return true
+	})
+	answered := time.Now()
+	f := testenv.WaitMetric(t, e, 20*time.Second, "a round of every probe after the EINTRs", func(f families) bool {
+		for _, p := range probes {
+			if lastSuccess(f, "eintr", p) < float64(answered.UnixNano())/1e9 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range probes {
+		if n := errs(f, "eintr", p); n != 0 {
+			t.Errorf("%.0f %s errors from interrupted calls", n, p)
+		}
+	}
+	if lines := logLines(e, "interrupted system call"); len(lines) != 0 {
+		t.Errorf("logged: %v", lines)
+	}
+}
