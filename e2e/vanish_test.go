@@ -102,11 +102,12 @@ func TestTargetDirectoryReplaced(t *testing.T) {
     path: %s
     fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 4MiB}
     randread: {interval: 1s, ops: 2, file_size: 4MiB}
+    seqwrite: {interval: 1s, bytes: 1MiB, block_size: 256KiB}
     limits: {timeout: 10s, min_free: 0}
 `, dir))
 	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 20*time.Second, "fsync and randread rounds", func(f families) bool {
-		return runs(f, "replaced", "fsync") >= 2 && runs(f, "replaced", "randread") >= 2
+	testenv.WaitMetric(t, e, 20*time.Second, "fsync, randread and seqwrite rounds", func(f families) bool {
+		return runs(f, "replaced", "fsync") >= 2 && runs(f, "replaced", "randread") >= 2 && runs(f, "replaced", "seqwrite") >= 2
 	})
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
@@ -118,10 +119,11 @@ func TestTargetDirectoryReplaced(t *testing.T) {
 	back := time.Now()
 	f := testenv.WaitMetric(t, e, 20*time.Second, "rounds in the recreated directory", func(f families) bool {
 		return lastSuccess(f, "replaced", "fsync") > float64(back.UnixNano())/1e9 &&
-			lastSuccess(f, "replaced", "randread") > float64(back.UnixNano())/1e9
+			lastSuccess(f, "replaced", "randread") > float64(back.UnixNano())/1e9 &&
+			lastSuccess(f, "replaced", "seqwrite") > float64(back.UnixNano())/1e9
 	})
 	alive(t, e)
-	for _, name := range []string{"fsync.probe", "read.probe"} {
+	for _, name := range []string{"fsync.probe", "read.probe", "seqwrite.probe"} {
 		p := filepath.Join(dir, ".diskprobe", name)
 		if h := probeHeader(t, p); !strings.HasPrefix(h, "diskprobe_exporter probe file") {
 			t.Errorf("%s not recreated with our header: %q", p, h)

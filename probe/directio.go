@@ -21,7 +21,7 @@ var memoryFilesystems = map[int64]string{
 // kernels accepts O_DIRECT but is memory; it is refused by name.
 func CheckDirectIO(dir string) error {
 	var s unix.Statfs_t
-	if err := unix.Statfs(dir, &s); err != nil {
+	if err := ignoringEINTR(func() error { return unix.Statfs(dir, &s) }); err != nil {
 		return &os.PathError{Op: "statfs", Path: dir, Err: err}
 	}
 	if name, ok := memoryFilesystems[int64(s.Type)]; ok {
@@ -36,7 +36,7 @@ func CheckDirectIO(dir string) error {
 // does not support O_DIRECT on this file.
 func DirectIOAlignment(fd int, path string, fallback int64) (int64, error) {
 	var st unix.Statx_t
-	err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &st)
+	err := ignoringEINTR(func() error { return unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &st) })
 	if err == nil && st.Mask&unix.STATX_DIOALIGN != 0 {
 		if st.Dio_offset_align == 0 {
 			return 0, fmt.Errorf("%s: the filesystem does not support O_DIRECT", path)
@@ -46,7 +46,8 @@ func DirectIOAlignment(fd int, path string, fallback int64) (int64, error) {
 	if fallback > 0 {
 		return fallback, nil
 	}
-	if sz, err := unix.IoctlGetInt(fd, unix.BLKSSZGET); err == nil && sz > 0 {
+	var sz int
+	if err := ignoringEINTR(func() (err error) { sz, err = unix.IoctlGetInt(fd, unix.BLKSSZGET); return err }); err == nil && sz > 0 {
 		return int64(sz), nil
 	}
 	return 512, nil

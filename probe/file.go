@@ -77,7 +77,7 @@ func EnsureDir(target string) (string, error) {
 		return "", fmt.Errorf("creating probe directory: %w", err)
 	}
 	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
+	if err := ignoringEINTR(func() error { return unix.Lstat(dir, &st) }); err != nil {
 		return "", fmt.Errorf("checking probe directory: %w", &os.PathError{Op: "lstat", Path: dir, Err: err})
 	}
 	switch {
@@ -104,7 +104,7 @@ func EnsureDir(target string) (string, error) {
 // ours: a regular file owned by us, with our header. A zero-length file of ours is taken as
 // one whose creation was interrupted before the header was written.
 func openOwn(path string, flags int) (*os.File, Header, error) {
-	fd, err := unix.Open(path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openFD(path, flags|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		if err == unix.ELOOP {
 			return nil, Header{}, &ForeignFileError{Path: path, Reason: "it is a symlink"}
@@ -113,7 +113,7 @@ func openOwn(path string, flags int) (*os.File, Header, error) {
 	}
 	f := os.NewFile(uintptr(fd), path)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
 		_ = f.Close()
 		return nil, Header{}, &os.PathError{Op: "fstat", Path: path, Err: err}
 	}
@@ -143,14 +143,13 @@ func openOwn(path string, flags int) (*os.File, Header, error) {
 	return f, h, nil
 }
 
-func readHeaderBytes(path string, b []byte) (int, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+func readHeaderBytes(path string, b []byte) (n int, err error) {
+	fd, err := openFD(path, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return 0, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer func() { _ = unix.Close(fd) }()
-	n, err := unix.Pread(fd, b, 0)
-	if err != nil {
+	if err := ignoringEINTR(func() (err error) { n, err = unix.Pread(fd, b, 0); return err }); err != nil {
 		return 0, &os.PathError{Op: "read header", Path: path, Err: err}
 	}
 	return n, nil
@@ -182,7 +181,7 @@ func createOwn(path string, h Header) (f *os.File, preallocated bool, err error)
 	if err := removeOwn(path); err != nil {
 		return nil, false, err
 	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fd, err := openFD(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, false, &os.PathError{Op: "create", Path: path, Err: err}
 	}
@@ -192,21 +191,22 @@ func createOwn(path string, h Header) (f *os.File, preallocated bool, err error)
 		_ = os.Remove(path)
 		return nil, false, &os.PathError{Op: op, Path: path, Err: err}
 	}
-	if _, err := unix.Pwrite(fd, h.encode(), 0); err != nil {
+	if err := ignoringEINTR(func() error { _, err := unix.Pwrite(fd, h.encode(), 0); return err }); err != nil {
 		return fail("write header", err)
 	}
 	// fallocate, as etcd does for WAL segments and fio does by default: the data blocks
 	// are reserved but unwritten, so every probe write pays the same extent conversion.
 	preallocated = true
-	if err := unix.Fallocate(fd, 0, 0, h.Size); errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+	err = ignoringEINTR(func() error { return unix.Fallocate(fd, 0, 0, h.Size) })
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
 		preallocated = false
-		if err := unix.Ftruncate(fd, h.Size); err != nil {
+		if err := ignoringEINTR(func() error { return unix.Ftruncate(fd, h.Size) }); err != nil {
 			return fail("ftruncate", err)
 		}
 	} else if err != nil {
 		return fail("fallocate", err)
 	}
-	if err := unix.Fdatasync(fd); err != nil {
+	if err := ignoringEINTR(func() error { return unix.Fdatasync(fd) }); err != nil {
 		return fail("fdatasync", err)
 	}
 	return f, preallocated, nil
@@ -219,21 +219,21 @@ const noFallocateNotice = "fallocate is not supported on the target's filesystem
 
 // writeHeader rewrites the header of an open probe file and makes it durable.
 func writeHeader(f *os.File, h Header) error {
-	fd, err := unix.Open(f.Name(), unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openFD(f.Name(), unix.O_WRONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: f.Name(), Err: err}
 	}
 	defer func() { _ = unix.Close(fd) }()
-	if _, err := unix.Pwrite(fd, h.encode(), 0); err != nil {
+	if err := ignoringEINTR(func() error { _, err := unix.Pwrite(fd, h.encode(), 0); return err }); err != nil {
 		return &os.PathError{Op: "write header", Path: f.Name(), Err: err}
 	}
-	return unix.Fdatasync(fd)
+	return ignoringEINTR(func() error { return unix.Fdatasync(fd) })
 }
 
 // FreeBytes is the space available to the exporter's user on the filesystem holding dir.
 func FreeBytes(dir string) (int64, error) {
 	var s unix.Statfs_t
-	if err := unix.Statfs(dir, &s); err != nil {
+	if err := ignoringEINTR(func() error { return unix.Statfs(dir, &s) }); err != nil {
 		return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
 	}
 	return int64(s.Bavail) * int64(s.Bsize), nil
@@ -254,6 +254,6 @@ func freeBytes(inflight *Inflight, dir string) (free int64, err error) {
 func stillLinked(inflight *Inflight, fd int) bool {
 	var st unix.Stat_t
 	var err error
-	inflight.Do(func() { err = unix.Fstat(fd, &st) })
+	inflight.Do(func() { err = ignoringEINTR(func() error { return unix.Fstat(fd, &st) }) })
 	return err == nil && st.Nlink > 0
 }

@@ -302,12 +302,15 @@ func (q *queueRun) runThreads(ctx context.Context, res *QueueResult) error {
 				var n int
 				var err error
 				t0 := time.Now()
-				if write {
-					n, err = unix.Pwrite(q.wfd, buf, off)
-				} else {
-					n, err = unix.Pread(q.src.fd, buf, off)
-				}
-				last = time.Since(t0)
+				err = ignoringEINTR(func() (err error) {
+					if write {
+						n, err = unix.Pwrite(q.wfd, buf, off)
+					} else {
+						n, err = unix.Pread(q.src.fd, buf, off)
+					}
+					last = time.Since(t0)
+					return err
+				})
 				if err != nil || n != len(buf) {
 					w.err = q.ioError(write, off, n, err)
 					q.stop.Store(true)
@@ -348,7 +351,7 @@ func (s *ReadSource) openForWrites() (int, error) {
 	if h.Kind != "read" {
 		return -1, &ForeignFileError{Path: s.path, Reason: "it is not a read probe file"}
 	}
-	fd, err := unix.Open(s.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openFD(s.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return -1, openDirectError(s.path, err)
 	}

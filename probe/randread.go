@@ -57,10 +57,15 @@ func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
 
 func (p *Randread) readAt(inflight *Inflight, off int64) (time.Duration, error) {
 	p.settle()
+	var n int
+	var d time.Duration
 	t0 := time.Now()
 	inflight.begin(t0)
-	n, err := unix.Pread(p.src.fd, p.buf, off)
-	d := time.Since(t0)
+	err := ignoringEINTR(func() (err error) {
+		n, err = unix.Pread(p.src.fd, p.buf, off)
+		d = time.Since(t0)
+		return err
+	})
 	inflight.end()
 	if err == nil && n != len(p.buf) {
 		err = p.src.shortRead(n, len(p.buf))

@@ -26,11 +26,11 @@ type ReadSource struct {
 // OpenDevice opens a block device for the read probes. It is opened read-only whatever
 // the configuration says: the exporter never writes to a device.
 func OpenDevice(path string, fallbackAlign int64) (*ReadSource, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	fd, err := openFD(path, unix.O_RDONLY|unix.O_DIRECT, 0)
 	if err != nil {
 		return nil, openDirectError(path, err)
 	}
-	size, err := unix.Seek(fd, 0, unix.SEEK_END)
+	size, err := seek(fd, unix.SEEK_END)
 	if err != nil {
 		_ = unix.Close(fd)
 		return nil, &os.PathError{Op: "size", Path: path, Err: err}
@@ -169,7 +169,11 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 		}
 		p.rng.Read(p.chunk)
 		env.Inflight.begin(timeNow())
-		n, err := unix.Pwrite(p.wfd, p.chunk[:min(int64(len(p.chunk)), p.size-p.off)], p.off)
+		var n int
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Pwrite(p.wfd, p.chunk[:min(int64(len(p.chunk)), p.size-p.off)], p.off)
+			return err
+		})
 		env.Inflight.end()
 		if err != nil {
 			s.abort()
@@ -206,7 +210,7 @@ func (s *ReadSource) reuse() (bool, error) {
 	if !h.Prepared || h.Size != s.prep.size || h.Kind != "read" {
 		return false, nil
 	}
-	if hole, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_HOLE); err != nil || hole < s.prep.size {
+	if hole, err := seek(int(f.Fd()), unix.SEEK_HOLE); err != nil || hole < s.prep.size {
 		return false, nil
 	}
 	if err := s.openForReads(); err != nil {
@@ -240,7 +244,7 @@ func (s *ReadSource) begin(env *Env) error {
 		env.notice(noFallocateNotice)
 	}
 	_ = f.Close()
-	fd, err := unix.Open(s.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openFD(s.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return openDirectError(s.path, err)
 	}
@@ -250,11 +254,11 @@ func (s *ReadSource) begin(env *Env) error {
 
 func (s *ReadSource) finish(env *Env) error {
 	p := s.prep
-	if err := unix.Fdatasync(p.wfd); err != nil {
+	if err := ignoringEINTR(func() error { return unix.Fdatasync(p.wfd) }); err != nil {
 		return &os.PathError{Op: "fdatasync", Path: s.path, Err: err}
 	}
 	// A hole would be read back as zeros without touching the disk.
-	hole, err := unix.Seek(p.wfd, 0, unix.SEEK_HOLE)
+	hole, err := seek(p.wfd, unix.SEEK_HOLE)
 	if err != nil {
 		return &os.PathError{Op: "seek hole", Path: s.path, Err: err}
 	}
@@ -292,7 +296,7 @@ func (s *ReadSource) releaseChunk() {
 }
 
 func (s *ReadSource) openForReads() error {
-	fd, err := unix.Open(s.path, unix.O_RDONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openFD(s.path, unix.O_RDONLY|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return openDirectError(s.path, err)
 	}
@@ -356,7 +360,7 @@ func (s *ReadSource) Remove() error {
 // 0): the message says so with the size now and at start, and leaves the random offset
 // out, so that one condition gives one message round after round (and is logged once).
 func (s *ReadSource) shortRead(n, want int) error {
-	if size, err := unix.Seek(s.fd, 0, unix.SEEK_END); err == nil && size < s.end {
+	if size, err := seek(s.fd, unix.SEEK_END); err == nil && size < s.end {
 		return fmt.Errorf("short read: the device or file is now %d bytes, %d at start: it shrank or went away", size, s.end)
 	}
 	return fmt.Errorf("short read: %d of %d bytes", n, want)

@@ -52,10 +52,15 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 			off = p.src.firstBlock(bs)
 		}
 		p.settle()
+		var n int
+		var d time.Duration
 		t0 := time.Now()
 		env.Inflight.begin(t0)
-		n, err := unix.Pread(p.src.fd, buf, off)
-		d := time.Since(t0)
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Pread(p.src.fd, buf, off)
+			d = time.Since(t0)
+			return err
+		})
 		env.Inflight.end()
 		if err == nil && n != len(buf) {
 			err = p.src.shortRead(n, len(buf))
@@ -110,6 +115,9 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 // Round writes the configured number of bytes and fdatasyncs.
 func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
+	if p.fd >= 0 && !stillLinked(env.Inflight, p.fd) {
+		_ = p.Close() // the directory was replaced: start a new file in the new one
+	}
 	if p.minFree > 0 {
 		free, err := freeBytes(env.Inflight, p.dir)
 		if err != nil {
@@ -151,10 +159,15 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		}
 		p.fill.Read(buf)
 		p.settle()
+		var n int
+		var d time.Duration
 		t0 := time.Now()
 		env.Inflight.begin(t0)
-		n, err := unix.Pwrite(p.fd, buf, off)
-		d := time.Since(t0)
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Pwrite(p.fd, buf, off)
+			d = time.Since(t0)
+			return err
+		})
 		env.Inflight.end()
 		if err == nil && n != len(buf) {
 			err = fmt.Errorf("short write at offset %d: %d of %d bytes", off, n, len(buf))
@@ -168,12 +181,17 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		res.IO += d
 	}
 	p.settle()
+	var d time.Duration
 	t0 := time.Now()
 	env.Inflight.begin(t0)
-	err = unix.Fdatasync(p.fd)
-	d := time.Since(t0)
+	err = ignoringEINTR(func() error {
+		err := unix.Fdatasync(p.fd)
+		d = time.Since(t0)
+		return err
+	})
 	env.Inflight.end()
 	if err != nil {
+		_ = p.Close() // the file's state is unknown: the next round starts a fresh one (see Fsync.writeAndSync)
 		return res, &os.PathError{Op: "fdatasync", Path: p.path, Err: err}
 	}
 	res.IO += d
@@ -184,6 +202,9 @@ func (p *Seqwrite) open(env *Env) error {
 	if p.fd >= 0 {
 		return nil
 	}
+	if _, err := EnsureDir(p.dir); err != nil { // it may have been deleted under us
+		return err
+	}
 	f, preallocated, err := createOwn(p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
 	if err != nil {
 		return err
@@ -192,7 +213,7 @@ func (p *Seqwrite) open(env *Env) error {
 		env.notice(noFallocateNotice)
 	}
 	_ = f.Close()
-	fd, err := unix.Open(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openFD(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return openDirectError(p.path, err)
 	}

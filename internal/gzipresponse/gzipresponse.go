@@ -8,6 +8,7 @@ package gzipresponse
 
 import (
 	"compress/gzip"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -29,11 +30,19 @@ func Handler(h http.Handler) http.Handler {
 		}
 		gz := writers.Get().(*gzip.Writer)
 		gz.Reset(w)
-		defer writers.Put(gz)
+		defer release(gz)
 		w.Header().Set("Content-Encoding", "gzip")
 		h.ServeHTTP(&responseWriter{ResponseWriter: w, gz: gz}, r)
 		_ = gz.Close()
 	})
+}
+
+// release puts gz back in the pool pointing at io.Discard, not at the response it
+// served: a pooled writer would otherwise keep the last response (and its connection's
+// buffers) alive, and anything that kept the writer past its request would write into it.
+func release(gz *gzip.Writer) {
+	gz.Reset(io.Discard)
+	writers.Put(gz)
 }
 
 type responseWriter struct {

@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func serve(t *testing.T, h http.Handler, acceptEncoding string) *http.Response {
@@ -96,5 +98,31 @@ func TestAcceptsGzip(t *testing.T) {
 		if got := AcceptsGzip(header); got != want {
 			t.Errorf("AcceptsGzip(%q) = %v, want %v", header, got, want)
 		}
+	}
+}
+
+// A gzip writer back in the pool that still pointed at its last response would keep that
+// response (and its connection's buffers) alive until the pool is next emptied, two
+// garbage collections later. After one, the response must be gone.
+func TestPooledWriterDoesNotKeepTheLastResponseAlive(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "diskprobe_probe_runs_total 1\n")
+	})
+	collected := make(chan struct{})
+	func() {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		rec := httptest.NewRecorder()
+		runtime.AddCleanup(rec, func(c chan struct{}) { close(c) }, collected)
+		Handler(h).ServeHTTP(rec, req)
+		if rec.Header().Get("Content-Encoding") != "gzip" {
+			t.Fatal("response not gzipped")
+		}
+	}()
+	runtime.GC() // one cycle: what the pool holds survives it in the pool's victim cache
+	select {
+	case <-collected:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the response was still reachable after the handler returned and a garbage collection: the pooled gzip writer holds it")
 	}
 }

@@ -36,6 +36,14 @@ type HangFS struct {
 	conn   uint32          // the FUSE connection, /sys/fs/fuse/connections/<conn>
 	held   atomic.Int64    // requests blocked right now
 	ever   atomic.Int64    // requests ever blocked
+	faults map[string]*fault
+}
+
+// fault is an error injected into an operation: the next left calls answer errno.
+type fault struct {
+	errno    syscall.Errno
+	left     int
+	answered int
 }
 
 // HangFSOptions choose how the filesystem behaves when nothing is hung.
@@ -155,6 +163,31 @@ func (h *HangFS) Release() {
 	h.gate = make(chan struct{})
 }
 
+// Fail makes the next n calls of each of ops answer errno instead of being served: EINTR
+// is what a FUSE daemon that honours the kernel's FUSE_INTERRUPT answers when the calling
+// thread got a signal (in Go, the runtime's preemption), EIO what a failing disk gives.
+// An op's injected errors come after it is released from a Hang.
+func (h *HangFS) Fail(errno syscall.Errno, n int, ops ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.faults == nil {
+		h.faults = map[string]*fault{}
+	}
+	for _, op := range ops {
+		h.faults[op] = &fault{errno: errno, left: n}
+	}
+}
+
+// Failed is how many calls of op answered the error injected by the last Fail.
+func (h *HangFS) Failed(op string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f := h.faults[op]; f != nil {
+		return f.answered
+	}
+	return 0
+}
+
 // Held is how many requests are blocked right now.
 func (h *HangFS) Held() int { return int(h.held.Load()) }
 
@@ -167,21 +200,29 @@ func (h *HangFS) WaitHeld(t testing.TB, n int, timeout time.Duration) {
 	WaitFor(t, timeout, fmt.Sprintf("%d request(s) blocked on the FUSE mount", n), func() bool { return h.Held() >= n })
 }
 
-// gateFor blocks the calling request while op is hung.
-func (h *HangFS) gateFor(op string) {
+// gateFor blocks the calling request while op is hung, then answers the error injected
+// into op by Fail, if any is left; fuse.OK lets the request be served.
+func (h *HangFS) gateFor(op string) fuse.Status {
 	h.mu.Lock()
-	if !h.all && !h.hang[op] {
+	if h.all || h.hang[op] {
+		gate := h.gate
 		h.mu.Unlock()
-		return
+		h.held.Add(1)
+		h.ever.Add(1)
+		// Not on the request's cancel channel: the kernel sends FUSE_INTERRUPT when the
+		// blocked thread gets any signal, and a hung NFS or FUSE server would not answer it
+		// either.
+		<-gate
+		h.held.Add(-1)
+		h.mu.Lock()
 	}
-	gate := h.gate
-	h.mu.Unlock()
-	h.held.Add(1)
-	h.ever.Add(1)
-	// Not on the request's cancel channel: the kernel sends FUSE_INTERRUPT when the blocked
-	// thread gets any signal, and a hung NFS or FUSE server would not answer it either.
-	<-gate
-	h.held.Add(-1)
+	defer h.mu.Unlock()
+	if f := h.faults[op]; f != nil && f.left > 0 {
+		f.left--
+		f.answered++
+		return fuse.Status(f.errno)
+	}
+	return fuse.OK
 }
 
 func (h *HangFS) cleanup() {
@@ -211,59 +252,81 @@ type hangRaw struct {
 }
 
 func (r *hangRaw) Lookup(c <-chan struct{}, in *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	r.h.gateFor(OpLookup)
+	if st := r.h.gateFor(OpLookup); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.Lookup(c, in, name, out)
 }
 
 func (r *hangRaw) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	r.h.gateFor(OpGetattr)
+	if st := r.h.gateFor(OpGetattr); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.GetAttr(c, in, out)
 }
 
 func (r *hangRaw) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	r.h.gateFor(OpSetattr)
+	if st := r.h.gateFor(OpSetattr); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.SetAttr(c, in, out)
 }
 
 func (r *hangRaw) StatFs(c <-chan struct{}, in *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	r.h.gateFor(OpStatfs)
+	if st := r.h.gateFor(OpStatfs); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.StatFs(c, in, out)
 }
 
 func (r *hangRaw) Statx(c <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
-	r.h.gateFor(OpStatx)
+	if st := r.h.gateFor(OpStatx); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.Statx(c, in, out)
 }
 
 func (r *hangRaw) Access(c <-chan struct{}, in *fuse.AccessIn) fuse.Status {
-	r.h.gateFor(OpAccess)
+	if st := r.h.gateFor(OpAccess); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.Access(c, in)
 }
 
 func (r *hangRaw) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	r.h.gateFor(OpMkdir)
+	if st := r.h.gateFor(OpMkdir); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.Mkdir(c, in, name, out)
 }
 
 func (r *hangRaw) Unlink(c <-chan struct{}, in *fuse.InHeader, name string) fuse.Status {
-	r.h.gateFor(OpUnlink)
+	if st := r.h.gateFor(OpUnlink); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.Unlink(c, in, name)
 }
 
 func (r *hangRaw) Rmdir(c <-chan struct{}, in *fuse.InHeader, name string) fuse.Status {
-	r.h.gateFor(OpUnlink)
+	if st := r.h.gateFor(OpUnlink); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.Rmdir(c, in, name)
 }
 
 func (r *hangRaw) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	r.h.gateFor(OpCreate)
+	if st := r.h.gateFor(OpCreate); !st.Ok() {
+		return st
+	}
 	st := r.RawFileSystem.Create(c, in, name, out)
 	noPassthrough(&out.OpenOut)
 	return st
 }
 
 func (r *hangRaw) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	r.h.gateFor(OpOpen)
+	if st := r.h.gateFor(OpOpen); !st.Ok() {
+		return st
+	}
 	st := r.RawFileSystem.Open(c, in, out)
 	noPassthrough(out)
 	return st
@@ -278,39 +341,53 @@ func noPassthrough(out *fuse.OpenOut) {
 }
 
 func (r *hangRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
-	r.h.gateFor(OpRead)
+	if st := r.h.gateFor(OpRead); !st.Ok() {
+		return nil, st
+	}
 	return r.RawFileSystem.Read(c, in, buf)
 }
 
 func (r *hangRaw) Write(c <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
-	r.h.gateFor(OpWrite)
+	if st := r.h.gateFor(OpWrite); !st.Ok() {
+		return 0, st
+	}
 	return r.RawFileSystem.Write(c, in, data)
 }
 
 func (r *hangRaw) Lseek(c <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
-	r.h.gateFor(OpLseek)
+	if st := r.h.gateFor(OpLseek); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.Lseek(c, in, out)
 }
 
 func (r *hangRaw) Flush(c <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	r.h.gateFor(OpFlush)
+	if st := r.h.gateFor(OpFlush); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.Flush(c, in)
 }
 
 func (r *hangRaw) Fsync(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	r.h.gateFor(OpFsync)
+	if st := r.h.gateFor(OpFsync); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.Fsync(c, in)
 }
 
 func (r *hangRaw) FsyncDir(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	r.h.gateFor(OpFsync)
+	if st := r.h.gateFor(OpFsync); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.FsyncDir(c, in)
 }
 
 // Fallocate answers ENOSYS unless passed through: the kernel then remembers that the
 // filesystem has none and fails every later fallocate(2) with EOPNOTSUPP, as on bindfs.
 func (r *hangRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	r.h.gateFor(OpFallocate)
+	if st := r.h.gateFor(OpFallocate); !st.Ok() {
+		return st
+	}
 	if !r.fallocate {
 		return fuse.ENOSYS
 	}
@@ -318,16 +395,22 @@ func (r *hangRaw) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status
 }
 
 func (r *hangRaw) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	r.h.gateFor(OpReaddir)
+	if st := r.h.gateFor(OpReaddir); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.OpenDir(c, in, out)
 }
 
 func (r *hangRaw) ReadDir(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	r.h.gateFor(OpReaddir)
+	if st := r.h.gateFor(OpReaddir); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.ReadDir(c, in, out)
 }
 
 func (r *hangRaw) ReadDirPlus(c <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	r.h.gateFor(OpReaddir)
+	if st := r.h.gateFor(OpReaddir); !st.Ok() {
+		return st
+	}
 	return r.RawFileSystem.ReadDirPlus(c, in, out)
 }

@@ -97,3 +97,27 @@ func TestHangFSCleanupFreesABlockedCaller(t *testing.T) {
 		t.Fatal("a caller blocked on the HangFS is still blocked 5s after its test's cleanup")
 	}
 }
+
+// TestHangFSFailAnswersTheErrorThenServes guards the fixture's injected errors: the caller
+// sees the errno itself (the kernel passes EINTR through), as many times as asked, then
+// the call is served again.
+func TestHangFSFailAnswersTheErrorThenServes(t *testing.T) {
+	h := MountHangFS(t, HangFSOptions{})
+	fd, err := unix.Open(filepath.Join(h.Dir, "f"), unix.O_CREAT|unix.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	h.Fail(unix.EINTR, 2, OpWrite)
+	for i := range 2 {
+		if _, err := unix.Pwrite(fd, []byte("x"), 0); err != unix.EINTR {
+			t.Errorf("write %d: %v, want EINTR", i, err)
+		}
+	}
+	if _, err := unix.Pwrite(fd, []byte("x"), 0); err != nil {
+		t.Errorf("write after the injected errors: %v", err)
+	}
+	if n := h.Failed(OpWrite); n != 2 {
+		t.Errorf("Failed(write) = %d, want 2", n)
+	}
+}
