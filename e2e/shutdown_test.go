@@ -47,6 +47,8 @@ func sigtermWithMountsHung(t *testing.T, n int) {
 		}
 		return true
 	})
+	w := watch(e, 200*time.Millisecond, 5*time.Second)
+	heldAt := time.Now()
 	for _, h := range mounts {
 		h.Hang()
 	}
@@ -58,6 +60,9 @@ func sigtermWithMountsHung(t *testing.T, n int) {
 		}
 		return true
 	})
+	t.Logf("every target's in-flight age over 0.3s %s after the hang", fmtDur(time.Since(heldAt)))
+	time.Sleep(2 * time.Second)
+	worstScrape(t, w.Stop(), fmt.Sprintf("%d mounts hung", n))
 	pid := e.Pid()
 	exited, how := exitAfterSIGTERM(t, e)
 	if exited > 5*time.Second {
@@ -69,14 +74,18 @@ func sigtermWithMountsHung(t *testing.T, n int) {
 	if len(logLines(e, "exiting with I/O still stuck in the kernel")) != 1 {
 		t.Errorf("no warning that the process exits with I/O stuck")
 	}
-	t.Logf("%d mounts hung: SIGTERM to exit %s (%s)", n, fmtDur(exited), how)
+	if how != "zombie" {
+		t.Logf("exited without a zombie phase: the kernel let go of every stuck call at the exit")
+	}
 
 	// Once the calls return, the kernel lets the zombie go.
+	releasedAt := time.Now()
 	for _, h := range mounts {
 		h.Release()
 	}
 	select {
 	case <-e.Done():
+		t.Logf("reaped %s after the release", fmtDur(time.Since(releasedAt)))
 	case <-time.After(10 * time.Second):
 		t.Fatalf("process %d not reaped 10s after the release (state %s)", pid, testenv.ProcessState(pid))
 	}
