@@ -128,7 +128,11 @@ func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 			target("stuck", stuck.Path, 5*time.Millisecond, config.ProbeFsync)}},
 		{Targets: []config.Target{steady}},
 	}
-	apply := func(cfg *config.Config) { s.Apply(planWithoutDisks(s, cfg)) }
+	apply := func(cfg *config.Config) {
+		if err := s.Apply(planWithoutDisks(s, cfg)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	apply(configs[0])
 
 	handler := bestSpeedGzip(reg)

@@ -23,7 +23,9 @@ func startUnanswered(t *testing.T, tg config.Target, log io.Writer) (*Scheduler,
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
 	s := NewScheduler(m, device.Paths{ProcFS: "/proc", SysFS: "/sys"}, RealClock{}, slog.New(slog.NewTextHandler(log, nil)))
-	s.Apply(&Plan{file: "diskprobe.yml", wait: time.Second, targets: []planned{{index: 0, parsed: tg}}})
+	if err := s.Apply(&Plan{file: "diskprobe.yml", wait: time.Second, targets: []planned{{index: 0, parsed: tg}}}); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { s.Stop(time.Second) })
 	return s, m
 }

@@ -62,7 +62,9 @@ func TestReloadThatChangesAStuckTargetKeepsReportingItStuck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Apply(p)
+		if err := s.Apply(p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	inflight := func() float64 {
 		return testutil.ToFloat64(prometheus.CollectorFunc(func(ch chan<- prometheus.Metric) { m.inflight.Collect(ch) }))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,14 @@ type runner struct {
 
 	stuck bool // the outstanding operation was reported past limits.timeout (schedule loop only)
 
+	// retired is set when the runner is stopped (halt), under publishMu, which every
+	// write that can create one of the target's series takes (publish): a worker that
+	// answers after its target was replaced or removed by a reload, or after shutdown,
+	// can then no longer bring back series the reload deleted or replaced, such as a
+	// target_info with the old path.
+	publishMu sync.Mutex
+	retired   bool
+
 	cancel       context.CancelFunc
 	scheduleDone chan struct{}
 	workerDone   chan struct{}
@@ -106,7 +115,7 @@ func newRunner(t config.Target, dev device.Info, devOK bool, paths device.Paths,
 		pr.errs = m.errors.WithLabelValues(t.Name, name)
 		pr.ioOps = m.ioOps.WithLabelValues(t.Name, name)
 		pr.ioBytes = m.ioBytes.WithLabelValues(t.Name, name)
-		pr.skip = func(reason string) { m.skipped.WithLabelValues(t.Name, name, reason).Inc() }
+		pr.skip = func(reason string) { r.publish(func() { m.skipped.WithLabelValues(t.Name, name, reason).Inc() }) }
 		pr.lastSuccess = m.lastSuccess.WithLabelValues(t.Name, name)
 		pr.env = probe.Env{Budget: r.budget, Inflight: &r.inflight, Notice: r.notice}
 		m.recorders[name](t.Name, pr)
@@ -130,15 +139,36 @@ func (r *runner) start() {
 	go r.worker(ctx)
 }
 
-// stop ends both goroutines; it waits for the worker until deadline, and no longer: a
-// worker stuck in the kernel exits by itself when its I/O returns.
-func (r *runner) stop(deadline <-chan time.Time) bool {
-	r.cancel()
-	<-r.scheduleDone
+// halt tells both goroutines to end and retires the runner: from then on it publishes
+// nothing. It does not wait.
+func (r *runner) halt() {
+	r.cancel() // first: a worker that finds itself retired finds its context done too
+	r.publishMu.Lock()
+	r.retired = true
+	r.publishMu.Unlock()
+}
+
+// publish runs fn, which writes the target's series, unless the runner is retired.
+func (r *runner) publish(fn func()) bool {
+	r.publishMu.Lock()
+	defer r.publishMu.Unlock()
+	if r.retired {
+		return false
+	}
+	fn()
+	return true
+}
+
+// stop halts the runner and waits for its goroutines: for the worker until deadline is
+// done, and no longer (a worker stuck in the kernel exits by itself when its I/O
+// returns). It reports whether the worker ended.
+func (r *runner) stop(deadline context.Context) bool {
+	r.halt()
+	<-r.scheduleDone // it only ever waits on timers
 	select {
 	case <-r.workerDone:
 		return true
-	case <-deadline:
+	case <-deadline.Done():
 		r.logger.Warn("abandoning an I/O operation stuck in the kernel", "age", r.inflight.Age(time.Now()).Round(time.Millisecond))
 		return false
 	}
@@ -299,26 +329,32 @@ func (r *runner) publishDeviceContext() {
 	}
 	busy := float64(others.IOTicks) / float64(wall)
 	ios := others.ReadIOs + others.WriteIOs + others.DiscardIOs + others.FlushIOs
-	r.metrics.busy.WithLabelValues(r.name).Set(min(max(busy, 0), 1))
-	r.metrics.otherIOPS.WithLabelValues(r.name).Set(float64(ios) / wall.Seconds())
+	r.publish(func() {
+		r.metrics.busy.WithLabelValues(r.name).Set(min(max(busy, 0), 1))
+		r.metrics.otherIOPS.WithLabelValues(r.name).Set(float64(ios) / wall.Seconds())
+	})
 }
 
-// resolved takes what the target's path answered: its kind, device and filesystem.
-func (r *runner) resolved(res resolution) {
-	r.target = res.target
-	r.dev, r.devOK = res.dev, res.devErr == nil
-	r.fs = res.pin
-	key := "path:" + res.target.Path
-	if r.devOK {
-		key = r.dev.Disk
-	}
-	r.lock, r.disk = r.diskFor(key)
-	t := res.target
-	r.metrics.targetInfo.WithLabelValues(t.Name, t.Path, string(t.Kind), r.dev.Name, r.dev.Model, r.dev.Serial, boolLabel(r.dev.Rotational)).Set(1)
-	if !r.devOK {
-		r.logger.Warn("no device context for target", "path", t.Path, "err", res.devErr)
-	}
-	r.isResolved.Store(true)
+// resolved takes what the target's path answered: its kind, device and filesystem. It
+// takes nothing once the runner is retired (false): a reload may have given the target
+// another path, or removed it, since the path was asked.
+func (r *runner) resolved(res resolution) bool {
+	return r.publish(func() {
+		r.target = res.target
+		r.dev, r.devOK = res.dev, res.devErr == nil
+		r.fs = res.pin
+		key := "path:" + res.target.Path
+		if r.devOK {
+			key = r.dev.Disk
+		}
+		r.lock, r.disk = r.diskFor(key)
+		t := res.target
+		r.metrics.targetInfo.WithLabelValues(t.Name, t.Path, string(t.Kind), r.dev.Name, r.dev.Model, r.dev.Serial, boolLabel(r.dev.Rotational)).Set(1)
+		if !r.devOK {
+			r.logger.Warn("no device context for target", "path", t.Path, "err", res.devErr)
+		}
+		r.isResolved.Store(true)
+	})
 }
 
 // resolveOnWorker asks the target's path what it is, for a target whose path did not
@@ -342,7 +378,9 @@ func (r *runner) resolveOnWorker(ctx context.Context, pr *probeRun) error {
 		return fmt.Errorf("%s turned out to be a %s when it answered, with other default probes (%v) than a directory's: reload or restart the exporter to probe it as one",
 			res.target.Path, res.target.Kind, res.target.Probes())
 	}
-	r.resolved(res)
+	if !r.resolved(res) {
+		return context.Canceled // stopped meanwhile; halt cancelled ctx before it retired r
+	}
 	r.logger.Info("the target's path answered; probing it", "path", r.target.Path, "kind", r.target.Kind, "device", r.dev.Name)
 	return nil
 }

@@ -186,6 +186,13 @@ func startFakeRunner(t *testing.T, m *Metrics, clock *fakeClock, tg config.Targe
 	return r
 }
 
+// stopWithin stops r, waiting up to d for its worker; it reports whether the worker ended.
+func stopWithin(r *runner, d time.Duration) bool {
+	deadline, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return r.stop(deadline)
+}
+
 func newFakeProber(clock *fakeClock) *fakeProber {
 	return &fakeProber{clock: clock, active: new(atomic.Int32), maxSeen: new(atomic.Int32)}
 }
@@ -195,7 +202,7 @@ func TestRoundIntervalsStayWithinTenPercentJitter(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	fp := newFakeProber(clock)
 	r := startFakeRunner(t, m, clock, testTarget("a", 10*time.Second), make(chan struct{}, 1), fp)
-	defer r.stop(time.After(time.Second))
+	defer stopWithin(r, time.Second)
 
 	clock.Advance(t, 10*time.Minute, 100*time.Millisecond, 1)
 	waitRounds(t, fp, 50)
@@ -251,7 +258,7 @@ func TestRoundsDueWhileAnOperationIsStuckAreSkippedAndCounted(t *testing.T) {
 	clock.Advance(t, 5*time.Second, 100*time.Millisecond, 1)
 	waitRounds(t, fp, 3)
 
-	r.stop(time.After(time.Second))
+	stopWithin(r, time.Second)
 	deadline := time.Now().Add(2 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -270,7 +277,7 @@ func TestStopDoesNotWaitForAStuckOperation(t *testing.T) {
 	r := startFakeRunner(t, m, clock, testTarget("hung", time.Second), make(chan struct{}, 1), fp)
 	clock.Advance(t, 3*time.Second, 100*time.Millisecond, 1)
 	start := time.Now()
-	if r.stop(time.After(200 * time.Millisecond)) {
+	if stopWithin(r, 200*time.Millisecond) {
 		t.Error("stop reported the worker finished while its operation was stuck")
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -306,7 +313,7 @@ func TestTargetsOnTheSameDiskNeverOverlap(t *testing.T) {
 		t.Fatal("targets sharing a disk starved each other")
 	}
 	for _, r := range runners {
-		r.stop(time.After(time.Second))
+		stopWithin(r, time.Second)
 	}
 	if maxSeen.Load() != 1 {
 		t.Errorf("%d rounds ran at once on one disk", maxSeen.Load())
@@ -380,7 +387,7 @@ func TestLowFreeSpaceIsLoggedOncePerStateNotPerRound(t *testing.T) {
 	for lp.rounds.Load() < 5 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	r.stop(time.After(time.Second))
+	stopWithin(r, time.Second)
 	if lp.rounds.Load() < 5 {
 		t.Fatalf("only %d rounds ran", lp.rounds.Load())
 	}
@@ -408,7 +415,7 @@ func TestReadRoundSkippedWhilePreparingRunsOnceTheFileIsReady(t *testing.T) {
 	}
 	r := newRunner(tg, device.Info{}, false, device.Paths{}, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	r.start()
-	defer r.stop(time.After(5 * time.Second))
+	defer stopWithin(r, 5*time.Second)
 
 	clock.Advance(t, 2*time.Second, 100*time.Millisecond, 1) // the first round comes within 2 s of the start
 	runs := func() float64 { return testutil.ToFloat64(m.runs.WithLabelValues("data", "randread")) }

@@ -4,6 +4,8 @@
 package collector
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -26,6 +28,7 @@ type Scheduler struct {
 	mu       sync.Mutex
 	runners  map[string]*runner
 	resolver *Resolver
+	stopped  bool // by Stop, for good: Apply starts nothing after it
 
 	// locksMu guards locks and disks, which workers look up when their path answers late.
 	locksMu sync.Mutex
@@ -61,35 +64,49 @@ func NewScheduler(m *Metrics, paths device.Paths, clock Clock, logger *slog.Logg
 	return s
 }
 
+// ErrStopped is Apply's answer after Stop: the exporter is shutting down.
+var ErrStopped = errors.New("the scheduler is stopped: shutting down")
+
+// reloadStopWait is how long a reload waits, in all, for the workers of the targets it
+// restarts or removes; a worker stuck in the kernel is left to finish by itself.
+const reloadStopWait = 100 * time.Millisecond
+
 // Apply makes the running targets those of a plan. Targets whose configuration did not
 // change keep running untouched (their counters and prepared files too); changed ones
 // are restarted; removed ones are stopped and their series deleted. It makes no file
-// system call: Plan has asked the paths.
-func (s *Scheduler) Apply(p *Plan) {
+// system call: Plan has asked the paths. After Stop it starts nothing and returns
+// ErrStopped.
+func (s *Scheduler) Apply(p *Plan) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.stopped {
+		return ErrStopped
+	}
 	defer s.publish()
 	want := map[string]planned{}
 	for _, pt := range p.targets {
 		want[pt.parsed.Name] = pt
 	}
+	var ending []*runner
+	for name, r := range s.runners {
+		if pt, ok := want[name]; !ok || !pt.keep {
+			ending = append(ending, r)
+		}
+	}
+	left := stopAll(ending, reloadStopWait)
 	// A restarted target whose worker is stuck in the kernel still has that operation
 	// outstanding: its new runner reports its age until it returns (the new worker waits
 	// for the disk lock the old one holds, and would otherwise show the target idle).
 	stuck := map[string]*runner{}
-	for name, r := range s.runners {
-		pt, ok := want[name]
-		if ok && pt.keep {
-			continue
-		}
-		if !s.stopRunner(r) {
-			stuck[name] = r
+	for _, r := range ending {
+		if left[r] {
+			stuck[r.name] = r
 		} else if old := r.stuckPredecessor(); old != nil {
-			stuck[name] = old
+			stuck[r.name] = old
 		}
-		delete(s.runners, name)
-		if !ok {
-			s.metrics.forget(name)
+		delete(s.runners, r.name)
+		if _, ok := want[r.name]; !ok {
+			s.metrics.forget(r.name)
 		}
 	}
 	for _, pt := range p.targets {
@@ -116,6 +133,7 @@ func (s *Scheduler) Apply(p *Plan) {
 			s.logger.Info("probing target", "target", t.Name, "path", t.Path, "kind", t.Kind, "device", r.dev.Name, "probes", fmt.Sprint(t.Probes()))
 		}
 	}
+	return nil
 }
 
 // diskFor is the lock and activity record shared by the targets on one disk (or one
@@ -143,29 +161,38 @@ func (s *Scheduler) Ready() bool {
 	return true
 }
 
-// stopRunner stops a runner without waiting for an I/O stuck in the kernel.
-// stopRunner stops a runner for a reload; false: its worker was left stuck in the kernel.
-func (s *Scheduler) stopRunner(r *runner) bool {
-	return r.stop(time.After(100 * time.Millisecond))
+// stopAll stops runners for good and waits for their workers until one deadline, timeout
+// from now, that every wait shares: each is cancelled before any is waited for, so
+// however many workers are stuck in the kernel the wait is timeout in all, never one per
+// runner, and never forever. It returns the runners whose worker it left stuck.
+func stopAll(rs []*runner, timeout time.Duration) (stuck map[*runner]bool) {
+	for _, r := range rs {
+		r.halt()
+	}
+	deadline, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	stuck = map[*runner]bool{}
+	for _, r := range rs {
+		if !r.stop(deadline) {
+			stuck[r] = true
+		}
+	}
+	return stuck
 }
 
-// Stop ends every runner, waiting up to timeout in all for outstanding operations.
-// It reports whether every I/O worker finished.
+// Stop ends every runner, waiting up to timeout in all for outstanding operations, and
+// any later Apply starts nothing (ErrStopped). It reports whether every I/O worker
+// finished.
 func (s *Scheduler) Stop(timeout time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	deadline := time.After(timeout)
-	all := true
-	for _, r := range s.runners {
-		r.cancel()
-	}
+	s.stopped = true
+	rs := make([]*runner, 0, len(s.runners))
 	for name, r := range s.runners {
-		if !r.stop(deadline) {
-			all = false
-		}
+		rs = append(rs, r)
 		delete(s.runners, name)
 	}
-	return all
+	return len(stopAll(rs, timeout)) == 0
 }
 
 func sameTarget(a, b config.Target) bool {

@@ -49,14 +49,23 @@ type unlimited struct{}
 func (unlimited) Wait(ctx context.Context, _ int) error { return ctx.Err() }
 
 // Inflight holds the start of the outstanding system call, so that the age of an
-// operation stuck in the kernel can be reported while it is stuck.
+// operation stuck in the kernel can be reported while it is stuck. The start is kept on
+// the monotonic clock: a wall clock stepped while an operation is outstanding (NTP
+// correcting a drifted host, date -s) must neither age it by the step, which fires
+// DiskprobeProbeStuck on a healthy disk, nor make it young again.
 type Inflight struct {
-	start atomic.Int64 // UnixNano; 0 when idle
+	start atomic.Int64 // inflightEpoch to the start, plus 1 so that 0 is idle
 }
 
+// inflightEpoch is the origin of Inflight's starts. Sub between two readings of
+// time.Now uses their monotonic readings, and only those, so an offset from it is immune
+// to wall clock steps; it costs a subtraction, as UnixNano did.
+var inflightEpoch = time.Now()
+
+// begin marks t, a reading of time.Now, as the start of the outstanding operation.
 func (i *Inflight) begin(t time.Time) {
 	if i != nil {
-		i.start.Store(t.UnixNano())
+		i.start.Store(int64(t.Sub(inflightEpoch)) + 1)
 	}
 }
 
@@ -75,13 +84,14 @@ func (i *Inflight) Do(fn func()) {
 	fn()
 }
 
-// Age is how long the outstanding operation has been running at now; 0 when idle.
+// Age is how long the outstanding operation has been running at now, a reading of
+// time.Now; 0 when idle.
 func (i *Inflight) Age(now time.Time) time.Duration {
 	s := i.start.Load()
 	if s == 0 {
 		return 0
 	}
-	return now.Sub(time.Unix(0, s))
+	return now.Sub(inflightEpoch) - time.Duration(s-1)
 }
 
 // Env is what a round needs from the scheduler.

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -133,26 +134,39 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 	for _, w := range first.Unanswered() {
 		logger.Warn("target's path did not answer; not ready until it does", "err", w)
 	}
-	scheduler.Apply(first)
+	if err := scheduler.Apply(first); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	metrics.SetReload(true, time.Now())
 
 	// Reloads from SIGHUP and POST /-/reload go through one goroutine, so two never race;
 	// a reload waits at most resolveWait for the paths it asks, so it always answers.
+	// Shutdown closes stopping: the goroutine takes no reload after it, and one under way
+	// is not applied (Apply answers ErrStopped once Stop has begun).
 	reloads := make(chan chan error)
 	hup := make(chan struct{}, 1) // SIGHUPs that came while a reload ran are one more
+	stopping := make(chan struct{})
 	go func() {
 		for {
 			var done chan error
 			select {
 			case done = <-reloads:
 			case <-hup:
+			case <-stopping:
+				return
 			}
 			p, err := plan(scheduler, configFile, logger)
-			if err != nil {
+			if err == nil {
+				err = scheduler.Apply(p)
+			}
+			switch {
+			case errors.Is(err, collector.ErrStopped):
+				logger.Info("reload not applied: shutting down")
+			case err != nil:
 				logger.Error("reload failed; keeping the running configuration", "err", err)
 				metrics.SetReload(false, time.Now())
-			} else {
-				scheduler.Apply(p)
+			default:
 				metrics.SetReload(true, time.Now())
 				logger.Info("configuration reloaded", "file", configFile)
 			}
@@ -163,8 +177,16 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 	}()
 	reload := func() error {
 		done := make(chan error, 1)
-		reloads <- done
-		return <-done
+		select {
+		case reloads <- done:
+		case <-stopping:
+			return collector.ErrStopped
+		}
+		return <-done // every reload taken is answered
+	}
+	shutdown := func() bool {
+		close(stopping)
+		return scheduler.Stop(shutdownGrace)
 	}
 
 	handler := newHandler(reg, metricsPath, enablePprof, scheduler.Ready, reload, logger)
@@ -186,7 +208,7 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 		select {
 		case err := <-serveErr:
 			logger.Error("HTTP server failed", "err", err)
-			scheduler.Stop(shutdownGrace)
+			shutdown()
 			return 1
 		case sig := <-signals:
 			if sig == syscall.SIGHUP {
@@ -198,7 +220,7 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 				continue
 			}
 			logger.Info("shutting down", "signal", sig.String())
-			if !scheduler.Stop(shutdownGrace) {
+			if !shutdown() {
 				logger.Warn("exiting with I/O still stuck in the kernel; the process may linger as a zombie until it returns")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -232,7 +254,11 @@ func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, 
 	})
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		if err := reload(); err != nil {
-			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
+			code := http.StatusInternalServerError
+			if errors.Is(err, collector.ErrStopped) {
+				code = http.StatusServiceUnavailable
+			}
+			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), code)
 			return
 		}
 		_, _ = fmt.Fprintln(w, "Reloaded")
