@@ -139,3 +139,40 @@ func TestProbeDirRefusalsSuggestAnAcceptedDirectory(t *testing.T) {
 		}
 	}
 }
+
+// A btrfs subvolume mounted at the data directory has a device number of its own, as a
+// filesystem does: a directory beside it, even on another subvolume of the same btrfs, is
+// another device, so the probe directory goes directly under it, as on a disk of its own.
+func TestProbeDirUnderABtrfsSubvolumeMountedAtTheDataDirectoryIsAccepted(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireTools(t, "mkfs.btrfs", "btrfs", "mount", "umount")
+	dev := testenv.LoopDevice(t, 256*mib)
+	testenv.Run(t, "mkfs.btrfs", "-q", "-f", dev)
+	top := filepath.Join(t.TempDir(), "top")
+	data := filepath.Join(t.TempDir(), "etcd")
+	for _, d := range []string{top, data} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Run(t, "mount", dev, top)
+	t.Cleanup(func() { testenv.Run(t, "umount", top) })
+	testenv.Run(t, "btrfs", "subvolume", "create", filepath.Join(top, "etcd"))
+	testenv.Run(t, "btrfs", "subvolume", "create", filepath.Join(top, "other"))
+	testenv.Run(t, "mount", "-o", "subvol=etcd", dev, data)
+	t.Cleanup(func() { testenv.Run(t, "umount", data) })
+	if err := os.Mkdir(filepath.Join(data, config.ProbeDirName), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(probeDir string) (int, string) {
+		code, out, errOut := configCheck(t, testenv.WriteConfig(t, fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n", data, probeDir)))
+		return code, out + errOut
+	}
+	if code, out := check(filepath.Join(data, config.ProbeDirName)); code != 0 {
+		t.Errorf("the probe directory under the subvolume's mount point is refused:\n%s", out)
+	}
+	if code, out := check(filepath.Join(top, "other")); code == 0 || !strings.Contains(out, "is the root of its filesystem") {
+		t.Errorf("a directory on another subvolume: want a refusal that sends the probe directory under %s, got:\n%s", data, out)
+	}
+}
