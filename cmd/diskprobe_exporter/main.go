@@ -74,6 +74,7 @@ func main() {
 	serve := app.Command("serve", "Run the exporter (the default command).").Default()
 
 	check := addCheckCommand(app)
+	cleanup := addCleanupCommand(app)
 
 	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
 	logger := promslog.New(logConfig)
@@ -81,6 +82,8 @@ func main() {
 	switch cmd {
 	case check.name:
 		os.Exit(check.run(paths))
+	case cleanup.name:
+		os.Exit(cleanup.run(*configFile, os.Stdout, os.Stderr))
 	case serve.FullCommand():
 	}
 
