@@ -41,7 +41,7 @@ func TestCleanupRemovesOnlyFilesWithTheHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	found, err := FindProbeFiles(root)
+	found, err := FindOwnFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestCleanupRemovesOnlyFilesWithTheHeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	found, err = FindProbeFiles(root)
+	found, err = FindOwnFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +81,8 @@ func TestCleanupRemovesOnlyFilesWithTheHeader(t *testing.T) {
 	}
 	// A target without a .diskprobe, or a block device's path, has nothing of ours.
 	for _, p := range []string{root, "/dev/null"} {
-		if found, err := FindProbeFiles(p); err != nil || found.Dir != "" || len(found.Files) != 0 {
-			t.Errorf("FindProbeFiles(%s) = %+v, %v; want nothing", p, found, err)
+		if found, err := FindOwnFiles(p); err != nil || found.Dir != "" || len(found.Files) != 0 {
+			t.Errorf("FindOwnFiles(%s) = %+v, %v; want nothing", p, found, err)
 		}
 	}
 }

@@ -258,35 +258,35 @@ func stillLinked(inflight *Inflight, fd int) bool {
 	return err == nil && st.Nlink > 0
 }
 
-// ProbeFiles is what the exporter made in a directory it wrote probe files into (a target's
+// OwnFiles is what the exporter made in a directory it wrote probe files into (a target's
 // path or probe_dir): the probe directory and the probe files in it. Nothing else is ever
 // counted as ours.
-type ProbeFiles struct {
+type OwnFiles struct {
 	Dir     string   // <dir>/.diskprobe, a real directory; "" when there is none
 	Files   []string // regular files carrying our header, or empty *.probe files (created, interrupted before the header)
 	Foreign []string // anything else in Dir, which is left there, and keeps Dir
 }
 
-// FindProbeFiles looks for the exporter's files in dir/.diskprobe, whoever runs it (a
+// FindOwnFiles looks for the exporter's files in dir/.diskprobe, whoever runs it (a
 // package's maintainer script runs as root; the files belong to the service's user): a
 // file is ours by its header, not by its owner.
-func FindProbeFiles(dir string) (ProbeFiles, error) {
+func FindOwnFiles(dir string) (OwnFiles, error) {
 	probeDir := filepath.Join(dir, DirName)
 	var st unix.Stat_t
 	if err := unix.Lstat(probeDir, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return ProbeFiles{}, nil
+			return OwnFiles{}, nil
 		}
-		return ProbeFiles{}, &os.PathError{Op: "lstat", Path: probeDir, Err: err}
+		return OwnFiles{}, &os.PathError{Op: "lstat", Path: probeDir, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return ProbeFiles{}, nil // a symlink or a file at our name is not ours
+		return OwnFiles{}, nil // a symlink or a file at our name is not ours
 	}
 	entries, err := os.ReadDir(probeDir)
 	if err != nil {
-		return ProbeFiles{}, err
+		return OwnFiles{}, err
 	}
-	p := ProbeFiles{Dir: probeDir}
+	p := OwnFiles{Dir: probeDir}
 	for _, e := range entries {
 		path := filepath.Join(probeDir, e.Name())
 		if isOwnFile(path) {
@@ -316,7 +316,7 @@ func isOwnFile(path string) bool {
 // Remove deletes the files, each checked again just before, then the directory when
 // nothing else is in it (rmdir: whatever appeared meanwhile keeps it). It returns what it
 // removed.
-func (p ProbeFiles) Remove() (removed []string, err error) {
+func (p OwnFiles) Remove() (removed []string, err error) {
 	for _, f := range p.Files {
 		if !isOwnFile(f) {
 			continue

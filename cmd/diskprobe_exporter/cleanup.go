@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -38,12 +38,12 @@ func addCleanupCommand(app *kingpin.Application) *cleanupCommand {
 	}
 }
 
-func (c *cleanupCommand) run(configFile string, stdout, stderr io.Writer) int {
+func (c *cleanupCommand) run(configFile string) int {
 	dirs := *c.dirs
 	if len(dirs) == 0 {
 		cfg, err := config.Read(configFile)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		for _, t := range cfg.Targets {
@@ -54,42 +54,42 @@ func (c *cleanupCommand) run(configFile string, stdout, stderr io.Writer) int {
 	code := 0
 	for _, dir := range dirs {
 		var (
-			found probe.ProbeFiles
+			found probe.OwnFiles
 			err   error
 		)
-		if !calls.Call(context.Background(), dir, cleanupWait, func() { found, err = probe.FindProbeFiles(dir) }) {
-			fmt.Fprintf(stderr, "%s: skipped, %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: cleanupWait})
+		if !calls.Call(context.Background(), dir, cleanupWait, func() { found, err = probe.FindOwnFiles(dir) }) {
+			fmt.Fprintf(os.Stderr, "%s: skipped, %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: cleanupWait})
 			code = 1
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", dir, err)
+			fmt.Fprintf(os.Stderr, "%s: %v\n", dir, err)
 			code = 1
 			continue
 		}
 		for _, f := range found.Foreign {
-			fmt.Fprintf(stderr, "%s: left, it was not created by diskprobe_exporter (so is %s)\n", f, found.Dir)
+			fmt.Fprintf(os.Stderr, "%s: left, it was not created by diskprobe_exporter (so is %s)\n", f, found.Dir)
 		}
 		if *c.dryRun {
 			for _, f := range found.Files {
-				printPath(stdout, stderr, f)
+				printPath(f)
 			}
 			if found.Dir != "" && len(found.Foreign) == 0 {
-				printPath(stdout, stderr, found.Dir)
+				printPath(found.Dir)
 			}
 			continue
 		}
 		var removed []string
 		if !calls.Call(context.Background(), dir, cleanupWait, func() { removed, err = found.Remove() }) {
-			fmt.Fprintf(stderr, "%s: %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: cleanupWait})
+			fmt.Fprintf(os.Stderr, "%s: %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: cleanupWait})
 			code = 1
 			continue
 		}
 		for _, f := range removed {
-			printPath(stdout, stderr, f)
+			printPath(f)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", dir, err)
+			fmt.Fprintf(os.Stderr, "%s: %v\n", dir, err)
 			code = 1
 		}
 	}
@@ -98,10 +98,10 @@ func (c *cleanupCommand) run(configFile string, stdout, stderr io.Writer) int {
 
 // printPath prints one path a line, the form maintainer scripts read; a path with a
 // newline cannot be one line and is named on stderr instead.
-func printPath(stdout, stderr io.Writer, path string) {
+func printPath(path string) {
 	if strings.ContainsRune(path, '\n') {
-		fmt.Fprintf(stderr, "%q: not listed, its name has a newline\n", path)
+		fmt.Fprintf(os.Stderr, "%q: not listed, its name has a newline\n", path)
 		return
 	}
-	fmt.Fprintln(stdout, path)
+	fmt.Println(path)
 }

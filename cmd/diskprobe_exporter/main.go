@@ -83,7 +83,7 @@ func main() {
 	case check.name:
 		os.Exit(check.run(paths))
 	case cleanup.name:
-		os.Exit(cleanup.run(*configFile, os.Stdout, os.Stderr))
+		os.Exit(cleanup.run(*configFile))
 	case serve.FullCommand():
 	}
 
