@@ -111,6 +111,16 @@ func TestProbeDirRefusalsSuggestAnAcceptedDirectory(t *testing.T) {
 	if err := os.Remove(filepath.Join(mnt, config.ProbeDirName, "deeper")); err != nil {
 		t.Fatal(err)
 	}
+	// The packaged unit's layout (README): the directory under the mount point, bind-mounted
+	// beside it, where a user that cannot enter etcd's 0700 directory reaches it.
+	bindBeside := filepath.Join(elsewhere, "diskprobe-etcd")
+	if err := os.Mkdir(bindBeside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	testenv.BindMount(t, filepath.Join(mnt, config.ProbeDirName), bindBeside)
+	if ok, out := accepted(mnt, bindBeside); !ok {
+		t.Errorf("the directory under the mount point, bind-mounted beside it, is refused:\n%s", out)
+	}
 	suggestion := regexp.MustCompile(`e\.g\. (/[^ )]+)`)
 	for _, c := range []struct{ name, path, probeDir, want string }{
 		{"the mount point itself", mnt, mnt, "is the measured path itself"},
