@@ -284,6 +284,53 @@ func TestEtcdPresetRunsOnControlPlanesAndWritesNothingInEtcdsDirectory(t *testin
 	}
 }
 
+// The etcd preset's commented alternative, for a disk of its own mounted at /var/lib/etcd:
+// the probe directory directly under the mount point is the only writable mount, and
+// etcd's data directory stays read-only.
+func TestEtcdPresetAlternativeForADiskMountedAtTheDataDirectory(t *testing.T) {
+	values, err := os.ReadFile(chartDir + "/values-etcd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*# probe_dir: (\S+)`).FindSubmatch(values)
+	if m == nil {
+		t.Fatal("values-etcd.yaml has no commented probe_dir for a disk mounted at the data directory")
+	}
+	probeDir := string(m[1])
+	if filepath.Dir(probeDir) != "/var/lib/etcd" {
+		t.Fatalf("the commented probe_dir %s is not directly under /var/lib/etcd, the only place the exporter accepts inside it", probeDir)
+	}
+	r := render(t, "probe", []string{chartDir + "/values-etcd.yaml"}, []string{"config.targets[0].probe_dir=" + probeDir})
+	spec := r.daemonSet.Spec.Template.Spec
+	volumes := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = v
+	}
+	writable := 0
+	for _, vm := range spec.Containers[0].VolumeMounts {
+		v := volumes[vm.Name]
+		if v.HostPath == nil {
+			continue
+		}
+		switch vm.MountPath {
+		case "/var/lib/etcd":
+			if !vm.ReadOnly {
+				t.Errorf("/var/lib/etcd is mounted writable")
+			}
+		case probeDir:
+			if vm.ReadOnly || v.HostPath.Path != probeDir || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate {
+				t.Errorf("the probe directory must be a writable hostPath the kubelet creates, got %+v %+v", vm, v.HostPath)
+			}
+		}
+		if !vm.ReadOnly {
+			writable++
+		}
+	}
+	if writable != 1 {
+		t.Errorf("%d writable host mounts, want only the probe directory", writable)
+	}
+}
+
 // TestRulesSelectTheJobTheServiceMonitorGives: the shipped rules select the exporter's job
 // by regex; the ServiceMonitor's and PodMonitor's job must match it whatever the release
 // is called.

@@ -45,6 +45,9 @@ func TestImageRunsWithTheDaemonSetsOwnSettings(t *testing.T) {
 
 	dir := t.TempDir()
 	dev := testenv.LoopDevice(t, 32<<20)
+	// etcd's data directory on a disk of its own: the probe directory directly under the
+	// mount point, which the container sees through a hostPath (a bind mount) of it.
+	_, etcdDisk := testenv.LoopExt4(t, 64<<20)
 	devSum := sha256File(t, dev)
 	addr := testenv.FreePort(t)
 	_, port, _ := net.SplitHostPort(addr)
@@ -62,7 +65,12 @@ config:
     - name: loop
       path: %s
       randread: {interval: 1s, ops: 5}
-`, tag, port, dir, dev)), 0o600); err != nil {
+    - name: etcd
+      path: %s
+      probe_dir: %s/diskprobe
+      fsync:    {interval: 1s, ops: 5, file_size: 1MiB}
+      limits:   {min_free: 1MiB}
+`, tag, port, dir, dev, etcdDisk, etcdDisk)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := render(t, "probe", []string{values}, nil)
@@ -78,14 +86,15 @@ config:
 	})
 
 	e := &testenv.Exporter{Addr: addr}
-	testenv.WaitFor(t, 60*time.Second, "samples from both targets", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "samples from every target", func() bool {
 		f, _, err := e.Scrape(5 * time.Second)
 		if err != nil {
 			return false
 		}
 		s, _ := testenv.Value(f, "diskprobe_fdatasync_duration_seconds", map[string]string{"target": "dir"})
 		rd, _ := testenv.Value(f, "diskprobe_read_duration_seconds", map[string]string{"target": "loop"})
-		return s >= 5 && rd >= 5
+		es, _ := testenv.Value(f, "diskprobe_fdatasync_duration_seconds", map[string]string{"target": "etcd"})
+		return s >= 5 && rd >= 5 && es >= 5
 	})
 	f, _, err := e.Scrape(5 * time.Second)
 	if err != nil {
@@ -130,6 +139,12 @@ config:
 		if e.Name() != ".diskprobe" {
 			t.Errorf("the exporter wrote %s in the target directory, outside .diskprobe", e.Name())
 		}
+	}
+	if entries, err := os.ReadDir(etcdDisk); err != nil || len(entries) != 2 || entries[0].Name() != "diskprobe" || entries[1].Name() != "lost+found" {
+		t.Errorf("the disk mounted at the data directory holds %v (%v), want only diskprobe and lost+found", entries, err)
+	}
+	if _, err := os.Stat(filepath.Join(etcdDisk, "diskprobe", ".diskprobe", "fsync.probe")); err != nil {
+		t.Errorf("the probe file is not in the probe directory under the mount point: %v", err)
 	}
 	if sha256File(t, dev) != devSum {
 		t.Error("the loop device's contents changed")

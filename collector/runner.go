@@ -353,6 +353,10 @@ func (r *runner) resolved(res resolution) bool {
 		if !r.devOK {
 			r.logger.Warn("no device context for target", "path", t.Path, "err", res.devErr)
 		}
+		if t.ProbeDirInside() {
+			r.logger.Info("probe files are inside the measured path, the root of its filesystem: if it is etcd's data directory, etcd warns about this entry at each start and otherwise ignores it",
+				"probe_dir", t.ProbeDir, "etcd_warning", t.EtcdWarning())
+		}
 		r.isResolved.Store(true)
 	})
 }

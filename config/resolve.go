@@ -4,11 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Resolve looks at each target's path on disk: it must exist and be a directory or a
@@ -85,39 +81,6 @@ func ResolveTarget(file string, i int, t *Target) error {
 func (t Target) AssumedDirectory() Target {
 	t.applyKindDefaults(KindDirectory)
 	return t
-}
-
-// CheckProbeDir says whether probeDir may hold the probe files that measure path's
-// filesystem: an existing directory, not a symlink, outside path, on the same filesystem
-// (the same device number: two bind mounts of one filesystem are one filesystem, which is
-// how a container sees two host paths; a bind mount of another filesystem is not).
-func CheckProbeDir(path, probeDir string) error {
-	if probeDir == path || strings.HasPrefix(probeDir, path+string(filepath.Separator)) {
-		return fmt.Errorf("%s is inside the measured path %s: probe_dir exists so that nothing is written there; put it beside it (e.g. %s)",
-			probeDir, path, filepath.Join(filepath.Dir(path), "diskprobe-"+filepath.Base(path)))
-	}
-	var dirSt, pathSt unix.Stat_t
-	if err := unix.Lstat(probeDir, &dirSt); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("%s does not exist: create it for the exporter (e.g. install -d -m 0700 %s)", probeDir, probeDir)
-		}
-		return &os.PathError{Op: "lstat", Path: probeDir, Err: err}
-	}
-	switch dirSt.Mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-	case unix.S_IFLNK:
-		return fmt.Errorf("%s is a symlink: probe_dir must be a real directory, so that the probe files cannot be sent elsewhere", probeDir)
-	default:
-		return fmt.Errorf("%s is not a directory", probeDir)
-	}
-	if err := unix.Stat(path, &pathSt); err != nil {
-		return &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if dirSt.Dev != pathSt.Dev {
-		return fmt.Errorf("%s is on another filesystem (device %d:%d) than %s (device %d:%d): probe files measure the filesystem they are on, so probe_dir must be on the measured path's",
-			probeDir, unix.Major(dirSt.Dev), unix.Minor(dirSt.Dev), path, unix.Major(pathSt.Dev), unix.Minor(pathSt.Dev))
-	}
-	return nil
 }
 
 // applyKindDefaults turns on the default probes of the target's kind when the config

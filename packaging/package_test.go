@@ -343,6 +343,16 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 	if err := os.Chown(extra, uid, gid); err != nil {
 		t.Fatal(err)
 	}
+	// The README's etcd recipe: a data directory only stat'ed, the probe files beside it.
+	etcdData, etcdProbes := filepath.Join(work, "etcd"), filepath.Join(work, "diskprobe-etcd")
+	for _, d := range []string{etcdData, etcdProbes} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(etcdProbes, uid, gid); err != nil {
+		t.Fatal(err)
+	}
 	testConfig := filepath.Join(work, "diskprobe.yml")
 	writeFile(t, testConfig, fmt.Sprintf(`targets:
   - name: state
@@ -355,12 +365,18 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
   - name: loop
     path: %s
     randread: {interval: 1s, ops: 5}
-`, stateDir, extra, loop))
+  - name: etcd
+    path: %s
+    probe_dir: %s
+    fsync: {interval: 1s, ops: 2, file_size: 1MiB}
+    randread: {interval: 1s, ops: 2, file_size: 1MiB}
+`, stateDir, extra, loop, etcdData, etcdProbes))
 	metrics := runAsUnit(t, asDiskprobe, testConfig, map[string]string{
 		`diskprobe_fdatasync_duration_seconds_count{target="state"}`: "fsync probe on the state directory",
 		`diskprobe_read_duration_seconds_count{target="state"}`:      "randread probe on the state directory",
 		`diskprobe_read_duration_seconds_count{target="loop"}`:       "randread probe on the loop device, through the disk group",
 		`diskprobe_fdatasync_duration_seconds_count{target="extra"}`: "fsync probe on a directory added with a local config edit",
+		`diskprobe_read_duration_seconds_count{target="etcd"}`:       "randread probe in a probe_dir",
 	})
 	if !regexp.MustCompile(`(?m)^diskprobe_exporter_build_info\{[^}]*version="` + regexp.QuoteMeta(version) + `"[^}]*\} 1$`).MatchString(metrics) {
 		t.Errorf("diskprobe_exporter_build_info does not carry the package version %s", version)
@@ -368,6 +384,7 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 	phase("installed exporter run as diskprobe")
 	checkProbeFiles(t, filepath.Join(stateDir, ".diskprobe"), uid)
 	checkProbeFiles(t, filepath.Join(extra, ".diskprobe"), uid)
+	checkProbeFiles(t, filepath.Join(etcdProbes, ".diskprobe"), uid)
 
 	// --- A local edit of the installed config: one more directory target (which purge must
 	// clean), a block device, and a commented-out target (which purge must leave alone).
@@ -377,14 +394,19 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(commented, ".diskprobe"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// In the etcd target's probe directory, a file that is not the exporter's, which purge
+	// must leave, with the directory holding it; the target is written in flow style.
+	notOurs := filepath.Join(etcdProbes, ".diskprobe", "old.probe")
+	writeFile(t, notOurs, "not the exporter's\n")
 	edit := fmt.Sprintf(`
   - name: extra   # local edit
     path: "%s"
   - name: loop
     path: %s
+  - {name: etcd, path: %s, probe_dir: '%s', fsync: {}}
 #  - name: commented
 #    path: %s
-`, extra, loop, commented)
+`, extra, loop, etcdData, etcdProbes, commented)
 	cfg, err := os.OpenFile(configYML, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -435,7 +457,7 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 			t.Errorf("after remove %s: %v (a conffile stays until purge, anything else goes)", f.path, err)
 		}
 	}
-	for _, p := range []string{stateDir, filepath.Join(extra, ".diskprobe")} {
+	for _, p := range []string{stateDir, filepath.Join(extra, ".diskprobe"), filepath.Join(etcdProbes, ".diskprobe", "fsync.probe")} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("remove (not purge) deleted %s: %v", p, err)
 		}
@@ -451,6 +473,7 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 		t.Errorf("after purge dpkg still knows %s: %s", pkgName, st)
 	}
 	gone := []string{stateDir, filepath.Join(extra, ".diskprobe"),
+		filepath.Join(etcdProbes, ".diskprobe", "fsync.probe"), filepath.Join(etcdProbes, ".diskprobe", "read.probe"),
 		"/etc/systemd/system/multi-user.target.wants/" + unitName, "/etc/systemd/system/" + unitName}
 	gone = append(gone, ownDirs...)
 	for _, f := range files {
@@ -461,7 +484,7 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 			t.Errorf("after purge %s still exists (%v)", p, err)
 		}
 	}
-	for _, p := range []string{keep, filepath.Join(commented, ".diskprobe"), loop} {
+	for _, p := range []string{keep, filepath.Join(commented, ".diskprobe"), loop, notOurs, etcdData} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("purge removed %s, which is not the exporter's: %v", p, err)
 		}

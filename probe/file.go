@@ -257,3 +257,81 @@ func stillLinked(inflight *Inflight, fd int) bool {
 	inflight.Do(func() { err = ignoringEINTR(func() error { return unix.Fstat(fd, &st) }) })
 	return err == nil && st.Nlink > 0
 }
+
+// OwnFiles is what the exporter made in a directory it wrote probe files into (a target's
+// path or probe_dir): the probe directory and the probe files in it. Nothing else is ever
+// counted as ours.
+type OwnFiles struct {
+	Dir     string   // <dir>/.diskprobe, a real directory; "" when there is none
+	Files   []string // regular files carrying our header, or empty *.probe files (created, interrupted before the header)
+	Foreign []string // anything else in Dir, which is left there, and keeps Dir
+}
+
+// FindOwnFiles looks for the exporter's files in dir/.diskprobe, whoever runs it (a
+// package's maintainer script runs as root; the files belong to the service's user): a
+// file is ours by its header, not by its owner.
+func FindOwnFiles(dir string) (OwnFiles, error) {
+	probeDir := filepath.Join(dir, DirName)
+	var st unix.Stat_t
+	if err := unix.Lstat(probeDir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return OwnFiles{}, nil
+		}
+		return OwnFiles{}, &os.PathError{Op: "lstat", Path: probeDir, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return OwnFiles{}, nil // a symlink or a file at our name is not ours
+	}
+	entries, err := os.ReadDir(probeDir)
+	if err != nil {
+		return OwnFiles{}, err
+	}
+	p := OwnFiles{Dir: probeDir}
+	for _, e := range entries {
+		path := filepath.Join(probeDir, e.Name())
+		if isOwnFile(path) {
+			p.Files = append(p.Files, path)
+		} else {
+			p.Foreign = append(p.Foreign, path)
+		}
+	}
+	return p, nil
+}
+
+// isOwnFile reports whether path is a regular file (not a symlink) that the exporter
+// created: it carries the header, or it is an empty *.probe file.
+func isOwnFile(path string) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	if st.Size == 0 {
+		return strings.HasSuffix(path, ".probe")
+	}
+	b := make([]byte, len(headerMagic))
+	n, err := readHeaderBytes(path, b)
+	return err == nil && n == len(b) && string(b) == headerMagic
+}
+
+// Remove deletes the files, each checked again just before, then the directory when
+// nothing else is in it (rmdir: whatever appeared meanwhile keeps it). It returns what it
+// removed.
+func (p OwnFiles) Remove() (removed []string, err error) {
+	for _, f := range p.Files {
+		if !isOwnFile(f) {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, err
+		}
+		removed = append(removed, f)
+	}
+	if p.Dir != "" && len(p.Foreign) == 0 {
+		if err := unix.Rmdir(p.Dir); err == nil {
+			removed = append(removed, p.Dir)
+		} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTEMPTY) {
+			return removed, &os.PathError{Op: "rmdir", Path: p.Dir, Err: err}
+		}
+	}
+	return removed, nil
+}

@@ -10,6 +10,7 @@ declare -A need=(
   [prometheus]=prometheus
   [rpm]=rpm
   [mkfs.ext4]=e2fsprogs
+  [mkfs.btrfs]=btrfs-progs
   [losetup]=mount
   [fsfreeze]=util-linux
   [sfdisk]=fdisk

@@ -75,6 +75,7 @@ func main() {
 	serve := app.Command("serve", "Run the exporter (the default command).").Default()
 
 	check := addCheckCommand(app)
+	cleanup := addCleanupCommand(app)
 
 	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
 	logger := promslog.New(logConfig)
@@ -82,6 +83,8 @@ func main() {
 	switch cmd {
 	case check.name:
 		os.Exit(check.run(paths))
+	case cleanup.name:
+		os.Exit(cleanup.run(*configFile))
 	case serve.FullCommand():
 	}
 

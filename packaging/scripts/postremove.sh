@@ -1,7 +1,7 @@
 #!/bin/sh
 # postrm (deb: "remove", "purge", "upgrade", ...) and %postun (rpm: 0 = erase, 1 = upgrade).
 # deb purge and rpm erase (rpm has no purge) delete the exporter's own data: the state
-# directory and <path>/.diskprobe of the directory targets preremove.sh recorded. Nothing else.
+# directory and the probe files of the targets preremove.sh listed. Nothing else.
 # The diskprobe user stays, as Debian policy asks (its uid may still own files elsewhere).
 set -e
 
@@ -18,15 +18,25 @@ case "$1" in
 	*) exit 0 ;;
 esac
 
-if [ -f "$state/.purge-paths" ]; then
-	while IFS= read -r path; do
-		dir=${path%/}/.diskprobe
-		case $path in /* ) ;; *) continue ;; esac
-		# A directory target's probe directory, never a symlink and never on a block device.
-		if [ -d "$path" ] && [ -d "$dir" ] && [ ! -L "$dir" ]; then
-			rm -rf -- "$dir"
-		fi
-	done <"$state/.purge-paths"
+# The probe files preremove.sh listed (`diskprobe_exporter cleanup --dry-run`), each checked
+# again here: still a regular file, not a symlink, starting with the exporter's header (or
+# empty: created, interrupted before the header). Then their .diskprobe directories, by
+# rmdir: one holding anything else stays, and is named.
+if [ -f "$state/.purge-files" ]; then
+	while IFS= read -r f; do
+		case $f in
+			/*/.diskprobe)
+				if [ -d "$f" ] && [ ! -L "$f" ] && ! rmdir -- "$f" 2>/dev/null; then
+					echo "diskprobe-exporter: left $f: it holds files diskprobe_exporter did not create" >&2
+				fi
+				;;
+			/*/.diskprobe/*)
+				if [ -f "$f" ] && [ ! -L "$f" ] && { [ ! -s "$f" ] || [ "$(head -c 32 -- "$f")" = "diskprobe_exporter probe file v1" ]; }; then
+					rm -f -- "$f"
+				fi
+				;;
+		esac
+	done <"$state/.purge-files"
 fi
 rm -rf -- "$state"
 

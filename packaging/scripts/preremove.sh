@@ -1,7 +1,7 @@
 #!/bin/sh
 # prerm (deb: "remove", "upgrade", ...) and %preun (rpm: 0 = erase, 1 = upgrade).
-# On removal: remember which probe directories the config names, while the config still
-# exists (dpkg deletes conffiles before postrm purge runs), then stop the units.
+# On removal: remember which probe files the config's targets have, while the binary and the
+# config still exist (dpkg deletes both before postrm purge runs), then stop the units.
 set -e
 
 case "$1" in
@@ -12,12 +12,11 @@ esac
 state=/var/lib/diskprobe_exporter
 config=/etc/diskprobe_exporter/diskprobe.yml
 
-# Only "path: /absolute/path" lines, optionally after "- " and optionally quoted, with plain
-# characters; anything else (flow style, relative paths, "..", spaces, globs) is skipped.
-# postremove.sh removes nothing but <path>/.diskprobe of the lines recorded here.
-if [ -d "$state" ] && [ -f "$config" ]; then
-	sed -n "s|^[[:space:]]*\(-[[:space:]]\{1,\}\)\{0,1\}path:[[:space:]]*[\"']\{0,1\}\(/[A-Za-z0-9._@+:/-]*\)[\"']\{0,1\}\([[:space:]]\{1,\}#.*\)\{0,1\}[[:space:]]*\$|\2|p" "$config" |
-		grep -v -e '/\.\./' -e '/\.\.$' -e '^[/.]*$' >"$state/.purge-paths" || true
+# The binary reads the config as the daemon does (any YAML style, path and probe_dir alike)
+# and lists, one a line, only the files that carry its header in each target's .diskprobe/,
+# then each such directory that holds nothing else. postremove.sh removes nothing else.
+if [ -d "$state" ] && [ -f "$config" ] && [ -x /usr/bin/diskprobe_exporter ]; then
+	/usr/bin/diskprobe_exporter --config.file="$config" cleanup --dry-run >"$state/.purge-files" 2>/dev/null || true
 fi
 
 if [ -d /run/systemd/system ]; then

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/internal/answer"
+	"github.com/diskprobe/diskprobe_exporter/probe"
+)
+
+// cleanupCommand is `diskprobe_exporter cleanup [DIR...]`: what a package's purge and an
+// operator removing a target call, so that the files are recognised by the code that wrote
+// them, not by a shell reading YAML.
+type cleanupCommand struct {
+	name   string
+	dryRun *bool
+	dirs   *[]string
+}
+
+// cleanupWait bounds the wait for each directory: a purge must not hang on a dead NFS server.
+const cleanupWait = 5 * time.Second
+
+func addCleanupCommand(app *kingpin.Application) *cleanupCommand {
+	cmd := app.Command("cleanup", "Remove the exporter's probe files: in each DIR (a target's path or probe_dir), or else in each directory target of --config.file, "+
+		"the files in .diskprobe/ that carry the exporter's header, then .diskprobe/ itself if nothing else is in it. Anything else is left, and named. "+
+		"Prints each path removed. Stop the exporter first (or remove the target from its configuration and reload). "+
+		"Exit status: 0 done, 1 something could not be looked at or removed.")
+	return &cleanupCommand{
+		name:   cmd.FullCommand(),
+		dryRun: cmd.Flag("dry-run", "Print what would be removed, one path a line, and remove nothing.").Bool(),
+		dirs:   cmd.Arg("dir", "Directory whose .diskprobe/ to clean (default: every target of --config.file).").Strings(),
+	}
+}
+
+func (c *cleanupCommand) run(configFile string) int {
+	dirs := *c.dirs
+	if len(dirs) == 0 {
+		cfg, err := config.Read(configFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for _, t := range cfg.Targets {
+			dirs = append(dirs, t.ProbeRoot()) // a block device has no .diskprobe: nothing found
+		}
+	}
+	var calls answer.Paths
+	code := 0
+	for _, dir := range dirs {
+		var (
+			found probe.OwnFiles
+			err   error
+		)
+		if !calls.Call(context.Background(), dir, cleanupWait, func() { found, err = probe.FindOwnFiles(dir) }) {
+			fmt.Fprintf(os.Stderr, "%s: skipped, %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: cleanupWait})
+			code = 1
+			continue
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", dir, err)
+			code = 1
+			continue
+		}
+		for _, f := range found.Foreign {
+			fmt.Fprintf(os.Stderr, "%s: left, it was not created by diskprobe_exporter (so is %s)\n", f, found.Dir)
+		}
+		if *c.dryRun {
+			for _, f := range found.Files {
+				printPath(f)
+			}
+			if found.Dir != "" && len(found.Foreign) == 0 {
+				printPath(found.Dir)
+			}
+			continue
+		}
+		var removed []string
+		if !calls.Call(context.Background(), dir, cleanupWait, func() { removed, err = found.Remove() }) {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: cleanupWait})
+			code = 1
+			continue
+		}
+		for _, f := range removed {
+			printPath(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", dir, err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// printPath prints one path a line, the form maintainer scripts read; a path with a
+// newline cannot be one line and is named on stderr instead.
+func printPath(path string) {
+	if strings.ContainsRune(path, '\n') {
+		fmt.Fprintf(os.Stderr, "%q: not listed, its name has a newline\n", path)
+		return
+	}
+	fmt.Println(path)
+}
