@@ -76,7 +76,14 @@ func main() {
 
 	check := addCheckCommand(app)
 
-	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
+	cmd, err := app.Parse(os.Args[1:])
+	if err != nil {
+		// A usage error exits 2, as Go's flag package and GNU tools do: 1 is check's FAIL
+		// verdict, and a script must not read a typo as a bad disk (kingpin.MustParse
+		// exits 1).
+		app.Errorf("%s, try --help", err)
+		os.Exit(exitError)
+	}
 	logger := promslog.New(logConfig)
 
 	switch cmd {
