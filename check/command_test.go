@@ -165,7 +165,9 @@ func TestCheckRefusesWhatItCannotMeasure(t *testing.T) {
 	}{
 		{"missing path", []string{"/nonexistent/etcd"}, "", []string{"check: /nonexistent/etcd does not exist"}},
 		{"regular file", []string{file}, "", []string{file + " is neither a directory nor a block device"}},
-		{"tmpfs", []string{tmpfs}, tmpfs, []string{"on tmpfs, which is memory, not a disk"}},
+		{"tmpfs", []string{tmpfs}, tmpfs, []string{"on tmpfs, which is memory, not a disk", "fdatasync on memory returns at once", "a healthy disk that does not exist"}},
+		{"fsync on tmpfs", []string{"--probes=fsync", tmpfs}, tmpfs, []string{tmpfs + " is on tmpfs, which is memory, not a disk: fdatasync on memory returns at once"}},
+		{"randread on tmpfs", []string{"--probes=randread", tmpfs}, tmpfs, []string{tmpfs + " is on tmpfs, which is memory, not a disk: O_DIRECT read probes cannot measure it"}},
 		{"not enough free space", []string{small}, small, []string{"not enough free space on " + small, "the check needs 86.0 MiB"}},
 		{"read-only filesystem", []string{readonly}, readonly, []string{"cannot create the check's scratch directory in " + readonly, "read-only file system"}},
 		{"fsync on a block device", []string{"--probes=fsync", dev}, "", []string{dev + " is a block device", "nothing is ever written to a device"}},

@@ -39,22 +39,28 @@ func resolveTarget(file string, i int, parsed config.Target, paths device.Paths)
 	return res
 }
 
-// checkTarget validates what a target needs from its disk: read probes need a filesystem
-// that takes O_DIRECT and is not memory, and block sizes must suit the device's O_DIRECT
-// alignment. Errors name the file, line and field.
+// checkTarget validates what a target needs from its disk: a filesystem that is not
+// memory (where fdatasync returns at once and O_DIRECT reads read RAM), and block sizes
+// that suit the device's O_DIRECT alignment. Errors name the file, line and field.
 func checkTarget(file string, i int, t *config.Target, dev device.Info, devErr error) error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, &config.Error{File: file, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)})
 	}
 	var direct []*config.ProbeKind // the enabled probes that open with O_DIRECT
+	syncs, reads := false, false   // what a memory filesystem would make meaningless
 	for _, k := range config.ProbeKinds {
-		if k.DirectIO && t.Probe[k.Name] != nil {
+		if t.Probe[k.Name] == nil {
+			continue
+		}
+		if k.DirectIO {
 			direct = append(direct, k)
 		}
+		syncs = syncs || k.Writes
+		reads = reads || k.ReadsSource
 	}
-	if t.Kind == config.KindDirectory && len(direct) > 0 {
-		if err := probe.CheckDirectIO(t.Path); err != nil {
+	if t.Kind == config.KindDirectory {
+		if err := probe.CheckOnDisk(t.Path, syncs, reads); err != nil {
 			fail("path", "%v", err)
 			return errors.Join(errs...)
 		}

@@ -68,6 +68,40 @@ func TestTmpfsTargetRefusedAtConfigLoad(t *testing.T) {
 	}
 }
 
+// fdatasync on memory returns at once: accepted, an fsync probe on tmpfs reported 20
+// fdatasyncs in tens of microseconds every round, a healthy disk that does not exist.
+func TestWriteProbesRefusedOnTmpfsWithWordsAboutFdatasync(t *testing.T) {
+	dir := mountTmpfs(t)
+	for _, probe := range []string{"fsync", "seqwrite"} {
+		t.Run(probe, func(t *testing.T) {
+			cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: ok
+    path: %s
+    fsync: {}
+  - name: ram
+    path: %s
+    %s: {}
+`, t.TempDir(), dir, probe))
+			code, stdout, stderr := configCheck(t, cfg)
+			if code != 1 {
+				t.Fatalf("--config.check on %s on tmpfs: exit %d; want 1\n%s%s", probe, code, stdout, stderr)
+			}
+			want := "targets[1].path: " + dir + " is on tmpfs, which is memory, not a disk: fdatasync on memory returns at once"
+			if !strings.Contains(stderr, want) || strings.Contains(stderr, "O_DIRECT") {
+				t.Errorf("--config.check on %s on tmpfs said:\n%s\nwant a line with %q and no word of read probes", probe, stderr, want)
+			}
+			// The daemon refuses to start on it too.
+			out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+testenv.FreePort(t)).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), want) {
+				t.Errorf("the exporter started with %s on tmpfs (err %v):\n%s", probe, err, out)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("wrote into the tmpfs: %v", entries)
+			}
+		})
+	}
+}
+
 func TestWriteProbesRefusedOnABlockDevice(t *testing.T) {
 	dev := testenv.LoopDevice(t, 16*mib)
 	for _, probe := range []string{"fsync", "seqwrite"} {

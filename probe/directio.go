@@ -18,17 +18,8 @@ var memoryFilesystems = map[int64]string{
 
 // CheckDirectIO tells, before any file is written, whether read probes can run in dir:
 // the filesystem must be backed by a device and must take O_DIRECT. tmpfs on recent
-// kernels accepts O_DIRECT but is memory; it is refused by name.
-func CheckDirectIO(dir string) error {
-	var s unix.Statfs_t
-	if err := ignoringEINTR(func() error { return unix.Statfs(dir, &s) }); err != nil {
-		return &os.PathError{Op: "statfs", Path: dir, Err: err}
-	}
-	if name, ok := memoryFilesystems[int64(s.Type)]; ok {
-		return fmt.Errorf("%s is on %s, which is memory, not a disk: O_DIRECT read probes cannot measure it", dir, name)
-	}
-	return nil
-}
+// kernels accepts O_DIRECT but is memory; it is refused by name (CheckOnDisk).
+func CheckDirectIO(dir string) error { return CheckOnDisk(dir, false, true) }
 
 // DirectIOAlignment is the offset and memory alignment O_DIRECT needs on fd: from
 // statx(STATX_DIOALIGN) where the kernel and filesystem report it (Linux ≥ 6.1), else
