@@ -3,7 +3,6 @@ package collector
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
@@ -25,14 +24,14 @@ type resolution struct {
 // resolveTarget makes every file system call a target needs before its first round
 // (stat, statfs, the device behind it). On a hung mount they hang: it only ever runs
 // through a Resolver.
-func resolveTarget(file string, i int, parsed config.Target, paths device.Paths) resolution {
+func resolveTarget(file string, parsed config.Target, paths device.Paths) resolution {
 	t := parsed
-	if err := config.ResolveTarget(file, i, &t); err != nil {
+	if err := config.ResolveTarget(file, &t); err != nil {
 		return resolution{err: err}
 	}
 	res := resolution{target: t}
 	res.dev, res.devErr = paths.Resolve(t.Path)
-	if err := checkTarget(file, i, &t, res.dev, res.devErr); err != nil {
+	if err := checkTarget(file, &t, res.dev, res.devErr); err != nil {
 		return resolution{err: err}
 	}
 	res.pin = pinFilesystem(t)
@@ -42,10 +41,10 @@ func resolveTarget(file string, i int, parsed config.Target, paths device.Paths)
 // checkTarget validates what a target needs from its disk: a filesystem that is not
 // memory (where fdatasync returns at once and O_DIRECT reads read RAM), and block sizes
 // that suit the device's O_DIRECT alignment. Errors name the file, line and field.
-func checkTarget(file string, i int, t *config.Target, dev device.Info, devErr error) error {
+func checkTarget(file string, t *config.Target, dev device.Info, devErr error) error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
-		errs = append(errs, &config.Error{File: file, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)})
+		errs = append(errs, t.FieldError(file, field, format, args...))
 	}
 	var direct []*config.ProbeKind // the enabled probes that open with O_DIRECT
 	syncs, reads := false, false   // what a memory filesystem would make meaningless
@@ -87,11 +86,11 @@ type Resolver struct {
 // NewResolver resolves with the device context under paths.
 func NewResolver(paths device.Paths) *Resolver { return &Resolver{paths: paths} }
 
-// resolve resolves the target at index i of file, waiting at most wait (no limit when
-// 0) and until ctx ends; ok is false when the path did not answer.
-func (r *Resolver) resolve(ctx context.Context, file string, i int, parsed config.Target, wait time.Duration) (res resolution, ok bool) {
+// resolve resolves a target of file, waiting at most wait (no limit when 0) and until
+// ctx ends; ok is false when the path did not answer.
+func (r *Resolver) resolve(ctx context.Context, file string, parsed config.Target, wait time.Duration) (res resolution, ok bool) {
 	var got resolution
-	ok = r.calls.Call(ctx, parsed.Path+"\x00"+parsed.ProbeDir, wait, func() { got = resolveTarget(file, i, parsed, r.paths) })
+	ok = r.calls.Call(ctx, parsed.Path+"\x00"+parsed.ProbeDir, wait, func() { got = resolveTarget(file, parsed, r.paths) })
 	if !ok {
 		return resolution{}, false
 	}
@@ -109,8 +108,7 @@ func (r *Resolver) Resolve(cfg *config.Config, wait time.Duration) (*config.Conf
 		t := cfg.Targets[i]
 		switch {
 		case res == nil:
-			errs = append(errs, &config.Error{File: cfg.File, Line: t.Line, Field: fmt.Sprintf("targets[%d].path", i),
-				Msg: (&answer.NotAnsweredError{Path: t.Path, Wait: wait}).Error()})
+			errs = append(errs, t.FieldError(cfg.File, "path", "%v", &answer.NotAnsweredError{Path: t.Path, Wait: wait}))
 		case res.err != nil:
 			errs = append(errs, res.err)
 		default:
@@ -136,7 +134,7 @@ func (r *Resolver) resolveAll(cfg *config.Config, wait time.Duration, want func(
 		n++
 		go func() {
 			defer func() { done <- struct{}{} }()
-			if res, ok := r.resolve(context.Background(), cfg.File, i, t, wait); ok {
+			if res, ok := r.resolve(context.Background(), cfg.File, t, wait); ok {
 				results[i] = &res
 			}
 		}()
@@ -156,7 +154,6 @@ type Plan struct {
 }
 
 type planned struct {
-	index  int
 	parsed config.Target
 	res    *resolution // nil: the path did not answer; the target's worker resolves it
 	keep   bool        // running already with this configuration: not asked again
@@ -167,8 +164,7 @@ func (p *Plan) Unanswered() []error {
 	var out []error
 	for _, pt := range p.targets {
 		if !pt.keep && pt.res == nil {
-			out = append(out, &config.Error{File: p.file, Line: pt.parsed.Line, Field: fmt.Sprintf("targets[%d].path", pt.index),
-				Msg: (&answer.NotAnsweredError{Path: pt.parsed.Path, Wait: p.wait}).Error() + "; probing it once it answers"})
+			out = append(out, pt.parsed.FieldError(p.file, "path", "%v; probing it once it answers", &answer.NotAnsweredError{Path: pt.parsed.Path, Wait: p.wait}))
 		}
 	}
 	return out
@@ -187,9 +183,9 @@ func (s *Scheduler) Plan(cfg *config.Config, wait time.Duration) (*Plan, error) 
 	}
 	s.mu.Unlock()
 	p := &Plan{file: cfg.File, wait: wait}
-	for i, t := range cfg.Targets {
+	for _, t := range cfg.Targets {
 		old, ok := running[t.Name]
-		p.targets = append(p.targets, planned{index: i, parsed: t, keep: ok && sameTarget(old, t)})
+		p.targets = append(p.targets, planned{parsed: t, keep: ok && sameTarget(old, t)})
 	}
 	results := s.resolver.resolveAll(cfg, wait, func(i int) bool { return !p.targets[i].keep })
 	var errs []error

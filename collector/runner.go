@@ -48,7 +48,6 @@ type runner struct {
 	// in the kernel: until that worker returns, its operation is this target's.
 	predecessor *runner
 	file        string
-	index       int
 	resolver    *Resolver
 	diskFor     func(key string) (chan struct{}, *diskActivity)
 
@@ -367,7 +366,7 @@ func (r *runner) resolveOnWorker(ctx context.Context, pr *probeRun) error {
 		ok  bool
 	)
 	r.current.Store(pr.index)
-	r.inflight.Do(func() { res, ok = r.resolver.resolve(ctx, r.file, r.index, r.parsed, 0) })
+	r.inflight.Do(func() { res, ok = r.resolver.resolve(ctx, r.file, r.parsed, 0) })
 	r.current.Store(-1)
 	switch {
 	case !ok:

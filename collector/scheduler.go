@@ -118,7 +118,7 @@ func (s *Scheduler) Apply(p *Plan) error {
 			t = pt.res.target
 		}
 		r := newRunner(t, device.Info{}, false, s.paths, nil, s.metrics, s.clock, s.logger)
-		r.parsed, r.file, r.index, r.resolver, r.diskFor = pt.parsed, p.file, pt.index, s.resolver, s.diskFor
+		r.parsed, r.file, r.resolver, r.diskFor = pt.parsed, p.file, s.resolver, s.diskFor
 		r.predecessor = stuck[pt.parsed.Name]
 		s.metrics.targetInfo.DeletePartialMatch(map[string]string{"target": pt.parsed.Name})
 		if pt.res != nil {
@@ -195,8 +195,12 @@ func (s *Scheduler) Stop(timeout time.Duration) bool {
 	return len(stopAll(rs, timeout)) == 0
 }
 
+// sameTarget is whether a reload leaves a target as it is: where it stands in the file
+// is not part of it.
 func sameTarget(a, b config.Target) bool {
 	a.Line, b.Line = 0, 0
+	a.Index, b.Index = 0, 0
+	a.Lines, b.Lines = nil, nil
 	return reflect.DeepEqual(a, b)
 }
 

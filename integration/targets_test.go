@@ -59,7 +59,7 @@ func TestTmpfsTargetRefusedAtConfigLoad(t *testing.T) {
 	if code == 0 {
 		t.Fatalf("--config.check accepted read probes on tmpfs (exit 0):\n%s%s", stdout, stderr)
 	}
-	want := "diskprobe.yml:5: targets[1].path: " + dir + " is on tmpfs"
+	want := "diskprobe.yml:6: targets[1].path: " + dir + " is on tmpfs"
 	if !strings.Contains(stderr, want) || !strings.Contains(stderr, "O_DIRECT") {
 		t.Errorf("--config.check on a tmpfs target said:\n%s\nwant a line with %q that names O_DIRECT", stderr, want)
 	}
@@ -102,6 +102,61 @@ func TestWriteProbesRefusedOnTmpfsWithWordsAboutFdatasync(t *testing.T) {
 	}
 }
 
+// A duplicate name, a missing path and a tmpfs path: --config.check reported the
+// duplicate alone, and the other two only once it was fixed, one at a time; and the
+// errors found on disk named the target's `- name:` line, not the path's.
+func TestConfigCheckReportsEveryErrorOfTheFileAtOnce(t *testing.T) {
+	ram := mountTmpfs(t)
+	data := t.TempDir()
+	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: etcd
+    path: %[1]s
+  - name: etcd
+    path: %[1]s/other
+  - name: gone
+    # moved to the new disk
+    path: %[1]s/nope
+  - name: ram
+    fsync: {}
+    path: %[2]s
+`, data, ram))
+	if err := os.Mkdir(filepath.Join(data, "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`diskprobe.yml:4: targets[1].name: target name "etcd" is already used on line 2`,
+		"diskprobe.yml:8: targets[2].path: " + data + "/nope does not exist",
+		"diskprobe.yml:11: targets[3].path: " + ram + " is on tmpfs, which is memory, not a disk: fdatasync on memory returns at once",
+	}
+	check := func(what, out string) {
+		t.Helper()
+		var got []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "diskprobe.yml:") {
+				got = append(got, line)
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d errors, want %d:\n%s", what, len(got), len(want), out)
+		}
+		for i := range want {
+			if !strings.HasPrefix(got[i], want[i]) {
+				t.Errorf("%s: error %d:\n  %s\nwant\n  %s…", what, i, got[i], want[i])
+			}
+		}
+	}
+	code, stdout, stderr := configCheck(t, cfg)
+	if code != 1 {
+		t.Fatalf("--config.check: exit %d, want 1:\n%s%s", code, stdout, stderr)
+	}
+	check("--config.check", stderr)
+	out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+testenv.FreePort(t)).CombinedOutput()
+	if err == nil {
+		t.Fatalf("the exporter started:\n%s", out)
+	}
+	check("the exporter's start", string(out))
+}
+
 func TestWriteProbesRefusedOnABlockDevice(t *testing.T) {
 	dev := testenv.LoopDevice(t, 16*mib)
 	for _, probe := range []string{"fsync", "seqwrite"} {
@@ -117,7 +172,7 @@ func TestWriteProbesRefusedOnABlockDevice(t *testing.T) {
 			if code == 0 {
 				t.Fatalf("--config.check accepted %s on block device %s (exit 0):\n%s%s", probe, dev, stdout, stderr)
 			}
-			want := fmt.Sprintf("diskprobe.yml:2: targets[0].%s: %s is a block device: write probes are refused", probe, dev)
+			want := fmt.Sprintf("diskprobe.yml:5: targets[0].%s: %s is a block device: write probes are refused", probe, dev)
 			if !strings.Contains(stderr, want) {
 				t.Errorf("--config.check said:\n%s\nwant %q", stderr, want)
 			}

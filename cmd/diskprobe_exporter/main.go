@@ -92,13 +92,9 @@ func main() {
 	case serve.FullCommand():
 	}
 
-	cfg, err := config.Read(*configFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	if *configCheck {
-		resolved, err := collector.NewResolver(paths).Resolve(cfg, checkWait)
+		resolver := collector.NewResolver(paths)
+		resolved, err := load(*configFile, func(cfg *config.Config) (*config.Config, error) { return resolver.Resolve(cfg, checkWait) })
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -106,16 +102,28 @@ func main() {
 		fmt.Println(resolved.Summary())
 		return
 	}
-	os.Exit(run(cfg, *configFile, paths, *metricsPath, *enablePprof, toolkitFlags, logger))
+	os.Exit(run(*configFile, paths, *metricsPath, *enablePprof, toolkitFlags, logger))
+}
+
+// load reads a configuration file and resolves it against the disks, reporting every
+// error of the file at once: the targets that parsed are asked about on disk even when
+// others did not.
+func load[T any](file string, resolve func(*config.Config) (T, error)) (T, error) {
+	var none T
+	cfg, err := config.Read(file)
+	if cfg == nil {
+		return none, err
+	}
+	got, resolveErr := resolve(cfg)
+	if err := config.JoinErrors(err, resolveErr); err != nil {
+		return none, err
+	}
+	return got, nil
 }
 
 // plan reads a configuration file and resolves it against the disks for Apply.
 func plan(scheduler *collector.Scheduler, file string, logger *slog.Logger) (*collector.Plan, error) {
-	cfg, err := config.Read(file)
-	if err != nil {
-		return nil, err
-	}
-	p, err := scheduler.Plan(cfg, resolveWait)
+	p, err := load(file, func(cfg *config.Config) (*collector.Plan, error) { return scheduler.Plan(cfg, resolveWait) })
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +133,7 @@ func plan(scheduler *collector.Scheduler, file string, logger *slog.Logger) (*co
 	return p, nil
 }
 
-func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath string, enablePprof bool, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
+func run(configFile string, paths device.Paths, metricsPath string, enablePprof bool, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
 	logger.Info("starting diskprobe_exporter", "version", version.Info(), "config", configFile)
 	logger.Info("build context", "build_context", version.BuildContext())
 
@@ -133,13 +141,10 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := collector.NewMetrics(reg)
 	scheduler := collector.NewScheduler(metrics, paths, collector.RealClock{}, logger)
-	first, err := scheduler.Plan(cfg, resolveWait)
+	first, err := plan(scheduler, configFile, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	for _, w := range first.Unanswered() {
-		logger.Warn("target's path did not answer; not ready until it does", "err", w)
 	}
 	if err := scheduler.Apply(first); err != nil {
 		fmt.Fprintln(os.Stderr, err)
