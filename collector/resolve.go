@@ -39,8 +39,9 @@ func resolveTarget(file string, parsed config.Target, paths device.Paths) resolu
 }
 
 // checkTarget validates what a target needs from its disk: a filesystem that is not
-// memory (where fdatasync returns at once and O_DIRECT reads read RAM), and block sizes
-// that suit the device's O_DIRECT alignment. Errors name the file, line and field.
+// memory (where fdatasync returns at once and O_DIRECT reads read RAM), a probe directory
+// the exporter's user can write, and block sizes that suit the device's O_DIRECT
+// alignment. Errors name the file, line and field.
 func checkTarget(file string, t *config.Target, dev device.Info, devErr error) error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
@@ -62,6 +63,15 @@ func checkTarget(file string, t *config.Target, dev device.Info, devErr error) e
 		if err := probe.CheckOnDisk(t.Path, syncs, reads); err != nil {
 			fail("path", "%v", err)
 			return errors.Join(errs...)
+		}
+		// Every directory target writes its probe files, read probes too (their file is
+		// prepared on disk): a probe directory the exporter cannot write fails every round.
+		field := "path"
+		if t.ProbeDir != "" {
+			field = "probe_dir"
+		}
+		if err := probe.CheckWritable(t.ProbeRoot()); err != nil {
+			fail(field, "%v", err)
 		}
 	}
 	if devErr != nil || dev.LogicalBlockSize <= 0 {

@@ -124,7 +124,7 @@ func Parse(data []byte, file string) (*Config, error) {
 			t, good := p.target(tn, i, baseDir)
 			parsed, ok = append(parsed, t), append(ok, good)
 		}
-		p.checkUnique(parsed, ok)
+		p.checkUnique(parsed)
 		for i, t := range parsed {
 			if ok[i] {
 				cfg.Targets = append(cfg.Targets, t)
@@ -469,16 +469,15 @@ func (p *parser) checkBudget(t *Target, probe string, blockSize int64) {
 	}
 }
 
-// checkUnique refuses a name or a path given twice; a target given twice is not
-// resolved (ok is set to false), the first one is.
-func (p *parser) checkUnique(targets []Target, ok []bool) {
+// checkUnique refuses a name or a path given twice. Both targets are still resolved, for
+// what the disk says about them: the error alone keeps the file from being applied.
+func (p *parser) checkUnique(targets []Target) {
 	names := map[string]int{}
 	paths := map[string]string{}
-	for i, t := range targets {
+	for _, t := range targets {
 		if t.Name != "" {
 			if first, dup := names[t.Name]; dup {
 				p.errs = append(p.errs, t.FieldError(p.file, "name", "target name %q is already used on line %d", t.Name, first))
-				ok[i] = false
 			} else {
 				names[t.Name] = t.LineOf("name")
 			}
@@ -486,7 +485,6 @@ func (p *parser) checkUnique(targets []Target, ok []bool) {
 		if t.Path != "" {
 			if other, dup := paths[t.Path]; dup {
 				p.errs = append(p.errs, t.FieldError(p.file, "path", "%s is already probed by target %q", t.Path, other))
-				ok[i] = false
 			} else {
 				paths[t.Path] = t.Name
 			}
