@@ -36,11 +36,10 @@ func CheckWritable(root string) error {
 	case err != nil:
 		return &os.PathError{Op: "lstat", Path: dir, Err: err}
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return nil // not a directory: EnsureDir refuses it, naming it, at the first round
-	case int(st.Uid) != os.Geteuid():
-		// As EnsureDir would: a directory of another user (one the exporter ran as
-		// before) is not ours to write in.
-		return &ForeignFileError{Path: dir, Reason: fmt.Sprintf("it is owned by uid %d, not by the exporter's uid %d", st.Uid, os.Geteuid())}
+		// A symlink or a file at .diskprobe, or (below) a .diskprobe of another user the
+		// exporter could write: EnsureDir refuses them at the first round, naming them, and
+		// the target recovers once the operator moves them away.
+		return nil
 	}
 	if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
 		return &NotWritableError{Dir: dir, Err: err}
