@@ -71,7 +71,7 @@ func checkTarget(file string, t *config.Target, dev device.Info, devErr error) e
 			field = "probe_dir"
 		}
 		if err := probe.CheckWritable(t.ProbeRoot()); err != nil {
-			fail(field, "%v", err)
+			fail(field, "%w", err) // EROFS, EACCES: /-/ready tells them from passing errors
 		}
 	}
 	if devErr != nil || dev.LogicalBlockSize <= 0 {

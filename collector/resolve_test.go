@@ -40,7 +40,7 @@ func TestPathThatAnswersLateIsResolvedOnItsWorker(t *testing.T) {
 	tg.Limits.MinFree = 0
 	var log testenv.SyncBuffer
 	s, m := startUnanswered(t, tg, &log)
-	if s.Ready() {
+	if s.Ready() == nil {
 		t.Error("ready with a target whose path has not answered")
 	}
 	testenv.WaitFor(t, 10*time.Second, "the missing path reported", func() bool {
@@ -55,7 +55,7 @@ func TestPathThatAnswersLateIsResolvedOnItsWorker(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "a round once the path is there", func() bool {
 		return testutil.ToFloat64(m.lastSuccess.WithLabelValues("late", "fsync")) > 0
 	})
-	if !s.Ready() {
+	if s.Ready() != nil {
 		t.Error("not ready once the path answered")
 	}
 }

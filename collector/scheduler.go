@@ -150,15 +150,22 @@ func (s *Scheduler) diskFor(key string) (chan struct{}, *diskActivity) {
 	return lock, s.disks[key]
 }
 
-// Ready reports whether every target's path has answered since it was configured
-// (/-/ready): a target on a mount that hung before it was first asked is not resolved.
-func (s *Scheduler) Ready() bool {
+// Ready says why the exporter is not ready (/-/ready), nil when it is: a target's path
+// has not answered since it was configured (a mount that hung before it was first
+// asked), or a target has failed every round since it started for a reason that will not
+// pass by itself (permission denied, a read-only filesystem: see brokenBy). A target that
+// hangs or fails otherwise once it has worked leaves it ready: that is the disk's state,
+// which the metrics report, not a configuration that cannot work.
+func (s *Scheduler) Ready() error {
 	for _, r := range s.running() {
 		if !r.isResolved.Load() {
-			return false
+			return fmt.Errorf("target %s: its path has not answered yet (a hung mount?); see the log", r.name)
+		}
+		if why := r.brokenBy(); why != "" {
+			return fmt.Errorf("target %s has failed every round since it started, for a reason that will not pass by itself: %s", r.name, why)
 		}
 	}
-	return true
+	return nil
 }
 
 // stopAll stops runners for good and waits for their workers until one deadline, timeout

@@ -6,6 +6,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -96,9 +97,10 @@ func (t *Target) LineOf(field string) int {
 }
 
 // FieldError is a problem with field (e.g. "path", "fsync.block_size") of the target,
-// located at the field's line.
+// located at the field's line. A %w in format makes that error its cause.
 func (t *Target) FieldError(file, field, format string, args ...any) *Error {
-	return &Error{File: file, Line: t.LineOf(field), Field: fmt.Sprintf("targets[%d].%s", t.Index, field), Msg: fmt.Sprintf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	return &Error{File: file, Line: t.LineOf(field), Field: fmt.Sprintf("targets[%d].%s", t.Index, field), Msg: err.Error(), Err: errors.Unwrap(err)}
 }
 
 // Probes returns the names of the probes enabled on the target, in scheduling order.

@@ -21,7 +21,10 @@ type Error struct {
 	Line  int
 	Field string // e.g. targets[0].fsync.interval
 	Msg   string
+	Err   error // the cause, when there is one (errors.Is sees EROFS, EACCES through it)
 }
+
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	loc := filepath.Base(e.File)

@@ -66,9 +66,19 @@ func freeBuffer(b []byte) {
 func openDirectError(path string, err error) error {
 	switch {
 	case errors.Is(err, unix.EINVAL):
-		return fmt.Errorf("%s: the filesystem refuses O_DIRECT, which read probes need to bypass the page cache", path)
+		return &explained{fmt.Sprintf("%s: the filesystem refuses O_DIRECT, which read probes need to bypass the page cache", path), err}
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return fmt.Errorf("permission denied opening %s read-only: the exporter's user needs to be in the group that owns the device (usually `disk`) or to have CAP_DAC_READ_SEARCH", path)
+		return &explained{fmt.Sprintf("permission denied opening %s read-only: the exporter's user needs to be in the group that owns the device (usually `disk`) or to have CAP_DAC_READ_SEARCH", path), err}
 	}
 	return &os.PathError{Op: "open", Path: path, Err: err}
 }
+
+// explained is an errno with a message that says what to do about it; errors.Is still
+// sees the errno (the daemon's /-/ready tells permission denied from passing errors).
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }

@@ -243,7 +243,7 @@ func run(configFile string, paths device.Paths, metricsPath string, enablePprof 
 	}
 }
 
-func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, ready func() bool, reload func() error, logger *slog.Logger) http.Handler {
+func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, ready func() error, reload func() error, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
@@ -258,8 +258,8 @@ func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, 
 		_, _ = fmt.Fprintln(w, "Healthy")
 	})
 	mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "Not ready: a target's path has not answered yet (a hung mount?); see the log", http.StatusServiceUnavailable)
+		if err := ready(); err != nil {
+			http.Error(w, "Not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = fmt.Fprintln(w, "Ready")
