@@ -124,7 +124,7 @@ func TestConfigCheckRefusesADirectoryTheServiceUserCannotWrite(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("--config.check as nobody: %v, want exit 1\n%s%s", err, stdout.String(), stderr.String())
 	}
-	who := fmt.Sprintf("not writable by the exporter's user %s (uid %d)", nobody.Username, uid)
+	who := fmt.Sprintf("not writable by the exporter's user, %s (uid %d): permission denied; it cannot create its probe files there", nobody.Username, uid)
 	for _, w := range []string{
 		"diskprobe.yml:5: targets[1].path: " + roots + " is " + who,
 		"diskprobe.yml:8: targets[2].probe_dir: " + probes + " is " + who,

@@ -62,7 +62,7 @@ func (e *NotWritableError) Error() string {
 			"remount it read-write, or, if it is read-write outside the service, the systemd unit's ProtectSystem=strict "+
 			"makes it read-only for the exporter and the unit needs ReadWritePaths=%s (a drop-in: systemctl edit diskprobe_exporter)", e.Dir, e.Dir)
 	}
-	return fmt.Sprintf("%s is not writable by the exporter's user %s (%v): it cannot create its probe files there; "+
+	return fmt.Sprintf("%s is not writable by the exporter's user, %s: %v; it cannot create its probe files there: "+
 		"give that user write access, or put the probe files in a directory of its own on the same filesystem (probe_dir)", e.Dir, whoAmI(), e.Err)
 }
 
