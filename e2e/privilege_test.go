@@ -168,8 +168,12 @@ func TestNotReadyWhileEveryRoundFailsWithPermissionDenied(t *testing.T) {
 	var st unix.Stat_t
 	must(t, unix.Stat(dev, &st))
 	t.Cleanup(func() {
-		os.Chown(dev, int(st.Uid), int(st.Gid))
-		os.Chmod(dev, os.FileMode(st.Mode&0o777))
+		if err := os.Chown(dev, int(st.Uid), int(st.Gid)); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := os.Chmod(dev, os.FileMode(st.Mode&0o777)); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
 	})
 	must(t, os.Chown(dev, 0, 0))
 	must(t, os.Chmod(dev, 0o600))
