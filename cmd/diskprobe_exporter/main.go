@@ -68,7 +68,7 @@ func main() {
 
 	// The exporter's flags live on the application, not on the default `serve` command,
 	// so that `--help` shows them.
-	configCheck := app.Flag("config.check", "Validate the configuration file, print a summary, and exit.").Bool()
+	configCheck := app.Flag("config.check", "Validate the configuration file against the disks as this user sees them (every error at once: paths, tmpfs, probe directories it cannot write), print a summary, and exit (1 on errors).").Bool()
 	metricsPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 	enablePprof := app.Flag("web.enable-pprof", "Serve Go runtime profiles (CPU, heap, goroutines) under /debug/pprof/ and link them from the landing page.").Bool()
 	toolkitFlags := webflag.AddFlags(app, defaultListen)
