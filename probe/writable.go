@@ -21,7 +21,7 @@ import (
 // first round's error instead.
 func CheckWritable(root string) error {
 	var fs unix.Statfs_t
-	if err := unix.Statfs(root, &fs); err != nil {
+	if err := ignoringEINTR(func() error { return unix.Statfs(root, &fs) }); err != nil {
 		return &os.PathError{Op: "statfs", Path: root, Err: err}
 	}
 	if fs.Flags&unix.ST_RDONLY != 0 {
@@ -29,7 +29,7 @@ func CheckWritable(root string) error {
 	}
 	dir := filepath.Join(root, DirName)
 	var st unix.Stat_t
-	err := unix.Lstat(dir, &st)
+	err := ignoringEINTR(func() error { return unix.Lstat(dir, &st) })
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		dir = root // to be created
@@ -41,7 +41,7 @@ func CheckWritable(root string) error {
 		// the target recovers once the operator moves them away.
 		return nil
 	}
-	if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+	if err := ignoringEINTR(func() error { return unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS) }); err != nil {
 		return &NotWritableError{Dir: dir, Err: err}
 	}
 	return nil
