@@ -165,7 +165,9 @@ func TestCheckRefusesWhatItCannotMeasure(t *testing.T) {
 	}{
 		{"missing path", []string{"/nonexistent/etcd"}, "", []string{"check: /nonexistent/etcd does not exist"}},
 		{"regular file", []string{file}, "", []string{file + " is neither a directory nor a block device"}},
-		{"tmpfs", []string{tmpfs}, tmpfs, []string{"on tmpfs, which is memory, not a disk"}},
+		{"tmpfs", []string{tmpfs}, tmpfs, []string{"on tmpfs, which is memory, not a disk", "fdatasync on memory returns at once", "a healthy disk that does not exist"}},
+		{"fsync on tmpfs", []string{"--probes=fsync", tmpfs}, tmpfs, []string{tmpfs + " is on tmpfs, which is memory, not a disk: fdatasync on memory returns at once"}},
+		{"randread on tmpfs", []string{"--probes=randread", tmpfs}, tmpfs, []string{tmpfs + " is on tmpfs, which is memory, not a disk: O_DIRECT read probes cannot measure it"}},
 		{"not enough free space", []string{small}, small, []string{"not enough free space on " + small, "the check needs 86.0 MiB"}},
 		{"read-only filesystem", []string{readonly}, readonly, []string{"cannot create the check's scratch directory in " + readonly, "read-only file system"}},
 		{"fsync on a block device", []string{"--probes=fsync", dev}, "", []string{dev + " is a block device", "nothing is ever written to a device"}},
@@ -191,6 +193,43 @@ func TestCheckRefusesWhatItCannotMeasure(t *testing.T) {
 			}
 			if c.dir != "" {
 				assertNothingLeft(t, c.dir)
+			}
+		})
+	}
+}
+
+// A usage error must not exit 1, the code of a FAIL verdict: a script would read a typo
+// as a bad disk. kingpin's own errors (unknown flag, missing or extra argument, a value
+// its parser refuses) exit 1 unless the command says otherwise.
+func TestCheckUsageErrorsExit2NotTheFailVerdict(t *testing.T) {
+	testenv.RequireRoot(t) // builds and runs the binary, as the other command tests
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"check", "--bogus", dir}, "unknown long flag '--bogus', try --help"},
+		{"unknown flag before the command", []string{"--bogus", "check", dir}, "unknown long flag '--bogus', try --help"},
+		{"no path", []string{"check"}, "required argument 'path' not provided, try --help"},
+		{"two paths", []string{"check", dir, dir}, "unexpected " + dir + ", try --help"},
+		{"bad profile", []string{"check", "--profile=bogus", dir}, `--profile "bogus": one of etcd, sweep, randrw`},
+		{"bad duration", []string{"check", "--threshold=ten", dir}, "try --help"},
+		{"bad number", []string{"check", "--profile=sweep", "--iodepth=x", dir}, "try --help"},
+		{"bad boolean", []string{"check", "--json=maybe", dir}, "try --help"},
+		{"unknown command", []string{"chekc", dir}, "try --help"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCommand(t, time.Minute, testenv.Binary(t), c.args...)
+			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, r.code, r.stderr, c.want)
+			}
+			if r.stdout != "" {
+				t.Errorf("a usage error printed on stdout:\n%s", r.stdout)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("a usage error left %v in %s", entries, dir)
 			}
 		})
 	}

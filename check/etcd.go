@@ -142,7 +142,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep := &Report{Path: opts.Path, Threshold: opts.Threshold, Device: tg.device}
 	r := &runner{opts: opts, rep: rep, tg: tg}
 	if slices.Contains(probes, ProbeFsync) {
-		err = tg.withScratch(opts.ProbeDir, r.fsyncFileSize(), r.runFsync(ctx))
+		err = tg.withScratch(opts.ProbeDir, r.fsyncFileSize(), true, r.runFsync(ctx))
 	}
 	if err == nil && (slices.Contains(probes, ProbeRandread) || slices.Contains(probes, ProbeSeqread)) {
 		err = tg.withReadSource(ctx, opts.ProbeDir, ReadFileSize, opts.Progress, func(src *probe.ReadSource) error {

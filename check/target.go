@@ -103,15 +103,16 @@ func (t *target) checkProbeDir(probeDir string) error {
 }
 
 // withScratch runs fn in a scratch directory of its own inside PATH (or probeDir) after
-// checking that need bytes (plus a margin) are free; the directory is removed whatever
+// checking that it is on a disk (syncs: fn fdatasyncs, else it reads with O_DIRECT) and
+// that need bytes (plus a margin) are free; the directory is removed whatever
 // happens, Ctrl-C included.
-func (t *target) withScratch(probeDir string, need int64, fn func(scratch string) error) (err error) {
+func (t *target) withScratch(probeDir string, need int64, syncs bool, fn func(scratch string) error) (err error) {
 	path := t.path
 	if probeDir != "" {
 		path = probeDir
 	}
 	// A memory filesystem would pass any threshold and mean nothing.
-	if err := probe.CheckDirectIO(path); err != nil {
+	if err := probe.CheckOnDisk(path, syncs, !syncs); err != nil {
 		return err
 	}
 	need += freeSpaceMargin
@@ -147,7 +148,7 @@ func (t *target) withReadSource(ctx context.Context, probeDir string, size int64
 		defer func() { _ = src.Close() }()
 		return fn(src)
 	}
-	return t.withScratch(probeDir, probe.HeaderSize+size, func(scratch string) error {
+	return t.withScratch(probeDir, probe.HeaderSize+size, false, func(scratch string) error {
 		src, err := probe.NewProbeFile(scratch, size, 0, t.align)
 		if err != nil {
 			return err

@@ -289,9 +289,9 @@ func planWithoutDisks(s *Scheduler, cfg *config.Config) *Plan {
 		running[r.name] = r.parsed
 	}
 	p := &Plan{file: "test.yml", wait: time.Second}
-	for i, tg := range cfg.Targets {
+	for _, tg := range cfg.Targets {
 		old, ok := running[tg.Name]
-		p.targets = append(p.targets, planned{index: i, parsed: tg, keep: ok && sameTarget(old, tg),
+		p.targets = append(p.targets, planned{parsed: tg, keep: ok && sameTarget(old, tg),
 			res: &resolution{target: tg, devErr: errors.New("no disk in this test")}})
 	}
 	return p

@@ -3,7 +3,6 @@ package collector
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
@@ -25,38 +24,54 @@ type resolution struct {
 // resolveTarget makes every file system call a target needs before its first round
 // (stat, statfs, the device behind it). On a hung mount they hang: it only ever runs
 // through a Resolver.
-func resolveTarget(file string, i int, parsed config.Target, paths device.Paths) resolution {
+func resolveTarget(file string, parsed config.Target, paths device.Paths) resolution {
 	t := parsed
-	if err := config.ResolveTarget(file, i, &t); err != nil {
+	if err := config.ResolveTarget(file, &t); err != nil {
 		return resolution{err: err}
 	}
 	res := resolution{target: t}
 	res.dev, res.devErr = paths.Resolve(t.Path)
-	if err := checkTarget(file, i, &t, res.dev, res.devErr); err != nil {
+	if err := checkTarget(file, &t, res.dev, res.devErr); err != nil {
 		return resolution{err: err}
 	}
 	res.pin = pinFilesystem(t)
 	return res
 }
 
-// checkTarget validates what a target needs from its disk: read probes need a filesystem
-// that takes O_DIRECT and is not memory, and block sizes must suit the device's O_DIRECT
+// checkTarget validates what a target needs from its disk: a filesystem that is not
+// memory (where fdatasync returns at once and O_DIRECT reads read RAM), a probe directory
+// the exporter's user can write, and block sizes that suit the device's O_DIRECT
 // alignment. Errors name the file, line and field.
-func checkTarget(file string, i int, t *config.Target, dev device.Info, devErr error) error {
+func checkTarget(file string, t *config.Target, dev device.Info, devErr error) error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
-		errs = append(errs, &config.Error{File: file, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, field), Msg: fmt.Sprintf(format, args...)})
+		errs = append(errs, t.FieldError(file, field, format, args...))
 	}
 	var direct []*config.ProbeKind // the enabled probes that open with O_DIRECT
+	syncs, reads := false, false   // what a memory filesystem would make meaningless
 	for _, k := range config.ProbeKinds {
-		if k.DirectIO && t.Probe[k.Name] != nil {
+		if t.Probe[k.Name] == nil {
+			continue
+		}
+		if k.DirectIO {
 			direct = append(direct, k)
 		}
+		syncs = syncs || k.Writes
+		reads = reads || k.ReadsSource
 	}
-	if t.Kind == config.KindDirectory && len(direct) > 0 {
-		if err := probe.CheckDirectIO(t.Path); err != nil {
+	if t.Kind == config.KindDirectory {
+		if err := probe.CheckOnDisk(t.Path, syncs, reads); err != nil {
 			fail("path", "%v", err)
 			return errors.Join(errs...)
+		}
+		// Every directory target writes its probe files, read probes too (their file is
+		// prepared on disk): a probe directory the exporter cannot write fails every round.
+		field := "path"
+		if t.ProbeDir != "" {
+			field = "probe_dir"
+		}
+		if err := probe.CheckWritable(t.ProbeRoot()); err != nil {
+			fail(field, "%w", err) // EROFS, EACCES: /-/ready tells them from passing errors
 		}
 	}
 	if devErr != nil || dev.LogicalBlockSize <= 0 {
@@ -81,11 +96,11 @@ type Resolver struct {
 // NewResolver resolves with the device context under paths.
 func NewResolver(paths device.Paths) *Resolver { return &Resolver{paths: paths} }
 
-// resolve resolves the target at index i of file, waiting at most wait (no limit when
-// 0) and until ctx ends; ok is false when the path did not answer.
-func (r *Resolver) resolve(ctx context.Context, file string, i int, parsed config.Target, wait time.Duration) (res resolution, ok bool) {
+// resolve resolves a target of file, waiting at most wait (no limit when 0) and until
+// ctx ends; ok is false when the path did not answer.
+func (r *Resolver) resolve(ctx context.Context, file string, parsed config.Target, wait time.Duration) (res resolution, ok bool) {
 	var got resolution
-	ok = r.calls.Call(ctx, parsed.Path+"\x00"+parsed.ProbeDir, wait, func() { got = resolveTarget(file, i, parsed, r.paths) })
+	ok = r.calls.Call(ctx, parsed.Path+"\x00"+parsed.ProbeDir, wait, func() { got = resolveTarget(file, parsed, r.paths) })
 	if !ok {
 		return resolution{}, false
 	}
@@ -103,8 +118,7 @@ func (r *Resolver) Resolve(cfg *config.Config, wait time.Duration) (*config.Conf
 		t := cfg.Targets[i]
 		switch {
 		case res == nil:
-			errs = append(errs, &config.Error{File: cfg.File, Line: t.Line, Field: fmt.Sprintf("targets[%d].path", i),
-				Msg: (&answer.NotAnsweredError{Path: t.Path, Wait: wait}).Error()})
+			errs = append(errs, t.FieldError(cfg.File, "path", "%v", &answer.NotAnsweredError{Path: t.Path, Wait: wait}))
 		case res.err != nil:
 			errs = append(errs, res.err)
 		default:
@@ -130,7 +144,7 @@ func (r *Resolver) resolveAll(cfg *config.Config, wait time.Duration, want func(
 		n++
 		go func() {
 			defer func() { done <- struct{}{} }()
-			if res, ok := r.resolve(context.Background(), cfg.File, i, t, wait); ok {
+			if res, ok := r.resolve(context.Background(), cfg.File, t, wait); ok {
 				results[i] = &res
 			}
 		}()
@@ -150,7 +164,6 @@ type Plan struct {
 }
 
 type planned struct {
-	index  int
 	parsed config.Target
 	res    *resolution // nil: the path did not answer; the target's worker resolves it
 	keep   bool        // running already with this configuration: not asked again
@@ -161,8 +174,7 @@ func (p *Plan) Unanswered() []error {
 	var out []error
 	for _, pt := range p.targets {
 		if !pt.keep && pt.res == nil {
-			out = append(out, &config.Error{File: p.file, Line: pt.parsed.Line, Field: fmt.Sprintf("targets[%d].path", pt.index),
-				Msg: (&answer.NotAnsweredError{Path: pt.parsed.Path, Wait: p.wait}).Error() + "; probing it once it answers"})
+			out = append(out, pt.parsed.FieldError(p.file, "path", "%v; probing it once it answers", &answer.NotAnsweredError{Path: pt.parsed.Path, Wait: p.wait}))
 		}
 	}
 	return out
@@ -181,9 +193,9 @@ func (s *Scheduler) Plan(cfg *config.Config, wait time.Duration) (*Plan, error) 
 	}
 	s.mu.Unlock()
 	p := &Plan{file: cfg.File, wait: wait}
-	for i, t := range cfg.Targets {
+	for _, t := range cfg.Targets {
 		old, ok := running[t.Name]
-		p.targets = append(p.targets, planned{index: i, parsed: t, keep: ok && sameTarget(old, t)})
+		p.targets = append(p.targets, planned{parsed: t, keep: ok && sameTarget(old, t)})
 	}
 	results := s.resolver.resolveAll(cfg, wait, func(i int) bool { return !p.targets[i].keep })
 	var errs []error

@@ -23,7 +23,7 @@ func startUnanswered(t *testing.T, tg config.Target, log io.Writer) (*Scheduler,
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
 	s := NewScheduler(m, device.Paths{ProcFS: "/proc", SysFS: "/sys"}, RealClock{}, slog.New(slog.NewTextHandler(log, nil)))
-	if err := s.Apply(&Plan{file: "diskprobe.yml", wait: time.Second, targets: []planned{{index: 0, parsed: tg}}}); err != nil {
+	if err := s.Apply(&Plan{file: "diskprobe.yml", wait: time.Second, targets: []planned{{parsed: tg}}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Stop(time.Second) })
@@ -40,7 +40,7 @@ func TestPathThatAnswersLateIsResolvedOnItsWorker(t *testing.T) {
 	tg.Limits.MinFree = 0
 	var log testenv.SyncBuffer
 	s, m := startUnanswered(t, tg, &log)
-	if s.Ready() {
+	if s.Ready() == nil {
 		t.Error("ready with a target whose path has not answered")
 	}
 	testenv.WaitFor(t, 10*time.Second, "the missing path reported", func() bool {
@@ -55,7 +55,7 @@ func TestPathThatAnswersLateIsResolvedOnItsWorker(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "a round once the path is there", func() bool {
 		return testutil.ToFloat64(m.lastSuccess.WithLabelValues("late", "fsync")) > 0
 	})
-	if !s.Ready() {
+	if s.Ready() != nil {
 		t.Error("not ready once the path answered")
 	}
 }
@@ -73,5 +73,29 @@ func TestPathThatTurnsOutABlockDeviceSaysToReload(t *testing.T) {
 	})
 	if !strings.Contains(log.String(), "turned out to be a blockdev") {
 		t.Errorf("no error saying the path is a block device:\n%s", log.String())
+	}
+}
+
+// A reload of a file where a target only moved (a comment above it, a target inserted
+// before it) must keep it running: its lines and index are where it is, not what it is.
+// Restarted, it would lose its counters and prepare its read file again.
+func TestTargetThatOnlyMovedInTheFileIsKeptByAReload(t *testing.T) {
+	before, err := config.Parse([]byte("targets:\n  - name: a\n    path: /tmp\n    fsync: {interval: 1m}\n"), "x.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := config.Parse([]byte("targets:\n  - name: z\n    path: /var\n  # moved\n  - name: a\n\n    path: /tmp\n    fsync: {interval: 1m}\n"), "x.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameTarget(before.Targets[0], after.Targets[1]) {
+		t.Errorf("a target that only moved is restarted by a reload:\n%+v\n%+v", before.Targets[0], after.Targets[1])
+	}
+	changed, err := config.Parse([]byte("targets:\n  - name: a\n    path: /tmp\n    fsync: {interval: 2m}\n"), "x.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sameTarget(before.Targets[0], changed.Targets[0]) {
+		t.Error("a target whose interval changed is kept as it was")
 	}
 }

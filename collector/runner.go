@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,12 +45,14 @@ type runner struct {
 	// A target whose path did not answer when it was configured is resolved by its worker,
 	// as the first operation of its first round (see resolveOnWorker).
 	isResolved atomic.Bool
+	// worked: a round of one of its probes has succeeded since the runner started
+	// (/-/ready, see brokenBy).
+	worked atomic.Bool
 
 	// predecessor is the runner this one replaced on a reload while its worker was stuck
 	// in the kernel: until that worker returns, its operation is this target's.
 	predecessor *runner
 	file        string
-	index       int
 	resolver    *Resolver
 	diskFor     func(key string) (chan struct{}, *diskActivity)
 
@@ -90,6 +94,11 @@ type probeRun struct {
 	prober  probe.Prober
 	env     probe.Env
 	lastErr string
+
+	// finished: a round has ended, in success or error; permanent: the error of the last
+	// one when it will not pass by itself (see permanent), else nil. For /-/ready.
+	finished  atomic.Bool
+	permanent atomic.Pointer[string]
 
 	runs, errs, ioOps, ioBytes prometheus.Counter
 	lastSuccess                prometheus.Gauge
@@ -371,7 +380,7 @@ func (r *runner) resolveOnWorker(ctx context.Context, pr *probeRun) error {
 		ok  bool
 	)
 	r.current.Store(pr.index)
-	r.inflight.Do(func() { res, ok = r.resolver.resolve(ctx, r.file, r.index, r.parsed, 0) })
+	r.inflight.Do(func() { res, ok = r.resolver.resolve(ctx, r.file, r.parsed, 0) })
 	r.current.Store(-1)
 	switch {
 	case !ok:
@@ -457,6 +466,8 @@ func (r *runner) run(ctx context.Context, pr *probeRun) {
 		// whose time is still the previous one's.
 		pr.lastSuccess.Set(float64(r.clock.Now().UnixNano()) / 1e9)
 		pr.runs.Inc()
+		r.worked.Store(true)
+		pr.ended(nil)
 		if pr.onSuccess != nil {
 			pr.onSuccess(res)
 		}
@@ -483,6 +494,7 @@ func (r *runner) fail(pr *probeRun, err error) {
 // gives one line per change of state, not one per round. Being under the free-space
 // floor is one state, however many MiB are free from round to round.
 func (r *runner) noteError(pr *probeRun, err error, level slog.Level) {
+	pr.ended(err)
 	state := err.Error()
 	if errors.Is(err, probe.ErrLowFreeSpace) {
 		state = probe.ErrLowFreeSpace.Error()
@@ -491,6 +503,50 @@ func (r *runner) noteError(pr *probeRun, err error, level slog.Level) {
 		pr.lastErr = state
 		r.logger.Log(context.Background(), level, "probe failed", "probe", pr.name, "err", err)
 	}
+}
+
+// ended records how a round ended, for brokenBy.
+func (pr *probeRun) ended(err error) {
+	if err != nil && permanent(err) {
+		msg := err.Error()
+		pr.permanent.Store(&msg)
+	} else {
+		pr.permanent.Store(nil)
+	}
+	pr.finished.Store(true)
+}
+
+// permanent is whether a round's error will not pass by itself: permission denied or a
+// read-only filesystem wait for an operator (a ReadWritePaths= drop-in, a chown, the
+// disk group). A free-space floor, an I/O error, a timeout may pass, and are the disk's
+// state, which the metrics report.
+func permanent(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
+}
+
+// brokenBy is why the target has not worked since it started, when that will not pass
+// by itself: no round of it has succeeded, and the last round of every probe that has
+// finished one failed with a permanent error. "" otherwise, also before any round ended.
+// Once a round has succeeded, later failures are the disk's (ext4 remounts itself
+// read-only on errors): the metrics and alerts report them, not /-/ready.
+func (r *runner) brokenBy() string {
+	if r.worked.Load() {
+		return ""
+	}
+	why := ""
+	for _, pr := range r.probes {
+		if !pr.finished.Load() {
+			continue
+		}
+		msg := pr.permanent.Load()
+		if msg == nil {
+			return ""
+		}
+		if why == "" {
+			why = pr.name + ": " + *msg
+		}
+	}
+	return why
 }
 
 // notice logs, once per target, what a probe does differently on this filesystem.

@@ -118,7 +118,7 @@ func (s *Scheduler) Apply(p *Plan) error {
 			t = pt.res.target
 		}
 		r := newRunner(t, device.Info{}, false, s.paths, nil, s.metrics, s.clock, s.logger)
-		r.parsed, r.file, r.index, r.resolver, r.diskFor = pt.parsed, p.file, pt.index, s.resolver, s.diskFor
+		r.parsed, r.file, r.resolver, r.diskFor = pt.parsed, p.file, s.resolver, s.diskFor
 		r.predecessor = stuck[pt.parsed.Name]
 		s.metrics.targetInfo.DeletePartialMatch(map[string]string{"target": pt.parsed.Name})
 		if pt.res != nil {
@@ -150,15 +150,22 @@ func (s *Scheduler) diskFor(key string) (chan struct{}, *diskActivity) {
 	return lock, s.disks[key]
 }
 
-// Ready reports whether every target's path has answered since it was configured
-// (/-/ready): a target on a mount that hung before it was first asked is not resolved.
-func (s *Scheduler) Ready() bool {
+// Ready says why the exporter is not ready (/-/ready), nil when it is: a target's path
+// has not answered since it was configured (a mount that hung before it was first
+// asked), or a target has failed every round since it started for a reason that will not
+// pass by itself (permission denied, a read-only filesystem: see brokenBy). A target that
+// hangs or fails otherwise once it has worked leaves it ready: that is the disk's state,
+// which the metrics report, not a configuration that cannot work.
+func (s *Scheduler) Ready() error {
 	for _, r := range s.running() {
 		if !r.isResolved.Load() {
-			return false
+			return fmt.Errorf("target %s: its path has not answered yet (a hung mount?); see the log", r.name)
+		}
+		if why := r.brokenBy(); why != "" {
+			return fmt.Errorf("target %s has failed every round since it started, for a reason that will not pass by itself: %s", r.name, why)
 		}
 	}
-	return true
+	return nil
 }
 
 // stopAll stops runners for good and waits for their workers until one deadline, timeout
@@ -195,8 +202,12 @@ func (s *Scheduler) Stop(timeout time.Duration) bool {
 	return len(stopAll(rs, timeout)) == 0
 }
 
+// sameTarget is whether a reload leaves a target as it is: where it stands in the file
+// is not part of it.
 func sameTarget(a, b config.Target) bool {
 	a.Line, b.Line = 0, 0
+	a.Index, b.Index = 0, 0
+	a.Lines, b.Lines = nil, nil
 	return reflect.DeepEqual(a, b)
 }
 

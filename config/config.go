@@ -6,7 +6,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -35,6 +37,11 @@ type Target struct {
 	ProbeDir string
 	Kind     Kind // set by Resolve, from the path on disk
 	Line     int  // line of the target in the file, for errors found after parsing
+	Index    int  // position in the file's list of targets, for errors: targets[Index]
+	// Lines are the lines of the fields the file gives, by their name under the target
+	// ("path", "fsync", "fsync.block_size", "limits.bandwidth"), so that an error found
+	// later, on disk, names the line of the field at fault (see FieldError).
+	Lines map[string]int
 
 	// Probe holds the enabled probes by kind name (see ProbeKinds); Resolve fills in the
 	// target kind's defaults when the file names none.
@@ -70,6 +77,30 @@ func (t *Target) ProbeRoot() string {
 		return t.ProbeDir
 	}
 	return t.Path
+}
+
+// LineOf is the line of field (e.g. "probe_dir", "fsync.block_size") in the file: the
+// field's own, else that of the closest enclosing field the file gives (a default
+// block_size is the probe's line), else the target's.
+func (t *Target) LineOf(field string) int {
+	for f := field; f != ""; {
+		if line, ok := t.Lines[f]; ok {
+			return line
+		}
+		i := strings.LastIndexByte(f, '.')
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return t.Line
+}
+
+// FieldError is a problem with field (e.g. "path", "fsync.block_size") of the target,
+// located at the field's line. A %w in format makes that error its cause.
+func (t *Target) FieldError(file, field, format string, args ...any) *Error {
+	err := fmt.Errorf(format, args...)
+	return &Error{File: file, Line: t.LineOf(field), Field: fmt.Sprintf("targets[%d].%s", t.Index, field), Msg: err.Error(), Err: errors.Unwrap(err)}
 }
 
 // Probes returns the names of the probes enabled on the target, in scheduling order.

@@ -36,7 +36,7 @@ func TestBadConfigsNameFileLineAndField(t *testing.T) {
 		{"missing path", "targets:\n  - name: a\n", `diskprobe.yml:2: targets[0]: missing field "path"`},
 		{"invalid name", "targets:\n  - name: \"etcd data\"\n    path: /tmp\n", `diskprobe.yml:2: targets[0].name: "etcd data" is not a valid target name`},
 		{"duplicate name", "targets:\n  - name: a\n    path: /tmp\n  - name: a\n    path: /var\n", `diskprobe.yml:4: targets[1].name: target name "a" is already used on line 2`},
-		{"duplicate path", "targets:\n  - name: a\n    path: /tmp\n  - name: b\n    path: /tmp/\n", `diskprobe.yml:4: targets[1].path: /tmp is already probed by target "a"`},
+		{"duplicate path", "targets:\n  - name: a\n    path: /tmp\n  - name: b\n    path: /tmp/\n", `diskprobe.yml:5: targets[1].path: /tmp is already probed by target "a"`},
 		{"duplicate key", "targets:\n  - name: a\n    name: b\n    path: /tmp\n", `diskprobe.yml:3: targets[0]: field "name" given twice (first on line 2)`},
 		{"interval under 1s", "targets:\n  - name: a\n    path: /tmp\n    fsync: {interval: 500ms}\n", `diskprobe.yml:4: targets[0].fsync.interval: must be at least 1s, got 500ms`},
 		{"interval not a duration", "targets:\n  - name: a\n    path: /tmp\n    fsync: {interval: often}\n", `diskprobe.yml:4: targets[0].fsync.interval: expected a duration such as 15s or 10m, got "often"`},
@@ -45,14 +45,14 @@ func TestBadConfigsNameFileLineAndField(t *testing.T) {
 		{"negative size", "targets:\n  - name: a\n    path: /tmp\n    fsync: {block_size: -1}\n", `diskprobe.yml:4: targets[0].fsync.block_size: expected a size such as 4096, 4KiB, 64MiB or 1GiB, got "-1"`},
 		{"decimal unit refused", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 64MB}\n", `diskprobe.yml:4: targets[0].seqread.bytes: expected a size such as 4096, 4KiB, 64MiB or 1GiB, got "64MB"`},
 		{"zero size", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 0}\n", `diskprobe.yml:4: targets[0].seqread.bytes: must be greater than 0`},
-		{"block larger than file", "targets:\n  - name: a\n    path: /tmp\n    randread: {block_size: 1MiB, file_size: 512KiB}\n", `diskprobe.yml:2: targets[0].randread.block_size: must not exceed file_size (512KiB), got 1MiB`},
-		{"fsync file too small", "targets:\n  - name: a\n    path: /tmp\n    fsync: {file_size: 4KiB}\n", `diskprobe.yml:2: targets[0].fsync.file_size: must hold the 4KiB header and at least one block_size (2300), got 4KiB`},
-		{"block larger than bytes", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 1MiB, block_size: 2MiB}\n", `diskprobe.yml:2: targets[0].seqread.block_size: must not exceed bytes (1MiB), got 2MiB`},
+		{"block larger than file", "targets:\n  - name: a\n    path: /tmp\n    randread: {block_size: 1MiB, file_size: 512KiB}\n", `diskprobe.yml:4: targets[0].randread.block_size: must not exceed file_size (512KiB), got 1MiB`},
+		{"fsync file too small", "targets:\n  - name: a\n    path: /tmp\n    fsync: {file_size: 4KiB}\n", `diskprobe.yml:4: targets[0].fsync.file_size: must hold the 4KiB header and at least one block_size (2300), got 4KiB`},
+		{"block larger than bytes", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 1MiB, block_size: 2MiB}\n", `diskprobe.yml:4: targets[0].seqread.block_size: must not exceed bytes (1MiB), got 2MiB`},
 		{"block size over cap", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 1GiB, block_size: 128MiB}\n", `diskprobe.yml:4: targets[0].seqread.block_size: must be at most 64MiB, got 128MiB`},
 		{"zero iops", "targets:\n  - name: a\n    path: /tmp\n    limits: {iops: 0}\n", `diskprobe.yml:4: targets[0].limits.iops: must be greater than 0, got 0`},
 		{"iops not a number", "targets:\n  - name: a\n    path: /tmp\n    limits: {iops: fast}\n", `diskprobe.yml:4: targets[0].limits.iops: expected a number of operations per second, got "fast"`},
 		{"zero bandwidth", "targets:\n  - name: a\n    path: /tmp\n    limits: {bandwidth: 0}\n", `diskprobe.yml:4: targets[0].limits.bandwidth: must be greater than 0`},
-		{"bandwidth under one block", "targets:\n  - name: a\n    path: /tmp\n    seqread: {}\n    limits: {bandwidth: 512KiB}\n", `diskprobe.yml:2: targets[0].limits.bandwidth: 512KiB per second is less than one seqread block (1MiB): the probe could never run`},
+		{"bandwidth under one block", "targets:\n  - name: a\n    path: /tmp\n    seqread: {}\n    limits: {bandwidth: 512KiB}\n", `diskprobe.yml:5: targets[0].limits.bandwidth: 512KiB per second is less than one seqread block (1MiB): the probe could never run`},
 		{"timeout under 1s", "targets:\n  - name: a\n    path: /tmp\n    limits: {timeout: 100ms}\n", `diskprobe.yml:4: targets[0].limits.timeout: must be at least 1s, got 100ms`},
 		{"probe as a list", "targets:\n  - name: a\n    path: /tmp\n    fsync: [1, 2]\n", `diskprobe.yml:4: targets[0].fsync: expected a mapping, got a list`},
 		{"name as a mapping", "targets:\n  - name: {a: b}\n    path: /tmp\n", `diskprobe.yml:2: targets[0].name: expected a string, got a mapping`},
@@ -82,7 +82,7 @@ func TestResolveRefusesWhatIsNotOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct{ name, body, want string }{
-		{"missing path", "targets:\n  - name: a\n    path: " + dir + "/nope\n", "diskprobe.yml:2: targets[0].path: " + dir + "/nope does not exist"},
+		{"missing path", "targets:\n  - name: a\n    path: " + dir + "/nope\n", "diskprobe.yml:3: targets[0].path: " + dir + "/nope does not exist"},
 		{"regular file", "targets:\n  - name: a\n    path: " + file + "\n", "targets[0].path: " + file + " is neither a directory nor a block device"},
 		{"character device", "targets:\n  - name: a\n    path: /dev/null\n", "/dev/null is neither a directory nor a block device"},
 	}
@@ -105,6 +105,49 @@ func TestEveryErrorOfAFileIsReportedAtOnce(t *testing.T) {
 	for _, want := range []string{"x.yml:4: targets[0].fsync.interval", "x.yml:5: targets[1].name", "x.yml:7: targets[1].limits.iops"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in\n%s", want, err)
+		}
+	}
+}
+
+// A duplicate name, a missing path and a bad probe_dir in one file: all three in one run,
+// parse-time and resolve-time alike, each at the line of its field, in file order. The
+// parse errors stopped the run before the disks were asked, and resolve-time errors named
+// the target's `- name:` line.
+func TestParseAndResolveErrorsAreReportedTogetherAtTheirFieldsLines(t *testing.T) {
+	dir := t.TempDir()
+	body := fmt.Sprintf(`targets:
+  - name: a
+    path: %[1]s/data
+    probe_dir: %[1]s/missing-probe-dir
+  - name: b
+    # a comment between the name and the path
+    path: %[1]s/nope
+    fsync: {}
+  - name: a
+    path: /var
+    randread: {block_size: 1MiB,
+      file_size: 512KiB}
+`, dir)
+	if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(writeConfig(t, dir, body))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	want := []string{
+		"diskprobe.yml:4: targets[0].probe_dir: " + dir + "/missing-probe-dir does not exist",
+		"diskprobe.yml:7: targets[1].path: " + dir + "/nope does not exist",
+		`diskprobe.yml:9: targets[2].name: target name "a" is already used on line 2`,
+		"diskprobe.yml:11: targets[2].randread.block_size: must not exceed file_size",
+	}
+	got := strings.Split(err.Error(), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%s", len(got), len(want), err)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("error %d:\n  %s\nwant\n  %s...", i, got[i], want[i])
 		}
 	}
 }

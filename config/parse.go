@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +21,10 @@ type Error struct {
 	Line  int
 	Field string // e.g. targets[0].fsync.interval
 	Msg   string
+	Err   error // the cause, when there is one (errors.Is sees EROFS, EACCES through it)
 }
+
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	loc := filepath.Base(e.File)
@@ -33,13 +37,42 @@ func (e *Error) Error() string {
 	return loc + ": " + e.Field + ": " + e.Msg
 }
 
-// Load reads, parses and resolves a configuration file.
+// JoinErrors joins the errors of a file, parse-time and resolve-time alike, in the order
+// of their lines (errors without a line first), so that one run reports every error of
+// the file in the order a user fixes them. Nil when there are none.
+func JoinErrors(errs ...error) error {
+	var flat []error
+	var walk func(err error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		} else if err != nil {
+			flat = append(flat, err)
+		}
+	}
+	for _, err := range errs {
+		walk(err)
+	}
+	line := func(err error) int {
+		var e *Error
+		if errors.As(err, &e) {
+			return e.Line
+		}
+		return 0
+	}
+	slices.SortStableFunc(flat, func(a, b error) int { return line(a) - line(b) })
+	return errors.Join(flat...)
+}
+
+// Load reads, parses and resolves a configuration file, reporting every error of it.
 func Load(file string) (*Config, error) {
 	cfg, err := Read(file)
-	if err != nil {
+	if cfg == nil {
 		return nil, err
 	}
-	if err := cfg.Resolve(); err != nil {
+	if err := JoinErrors(err, cfg.Resolve()); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -60,7 +93,9 @@ func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
 }
 
 // Parse checks the schema and the values of a file's contents without looking at the disk.
-// Relative target paths are taken relative to the file's directory.
+// Relative target paths are taken relative to the file's directory. With an error, the
+// Config it returns, when not nil, holds the targets that parsed without one, for the
+// caller to ask the disks about them too: every error of a file is reported in one run.
 func Parse(data []byte, file string) (*Config, error) {
 	p := &parser{file: file}
 	var doc yaml.Node
@@ -86,8 +121,15 @@ func Parse(data []byte, file string) (*Config, error) {
 			p.errorf(v, "targets", "must be a list of targets")
 			return true
 		}
+		var parsed []Target
+		var ok []bool
 		for i, tn := range v.Content {
-			if t, ok := p.target(tn, fmt.Sprintf("targets[%d]", i), baseDir); ok {
+			t, good := p.target(tn, i, baseDir)
+			parsed, ok = append(parsed, t), append(ok, good)
+		}
+		p.checkUnique(parsed)
+		for i, t := range parsed {
+			if ok[i] {
 				cfg.Targets = append(cfg.Targets, t)
 			}
 		}
@@ -96,11 +138,8 @@ func Parse(data []byte, file string) (*Config, error) {
 	if len(p.errs) == 0 && len(cfg.Targets) == 0 {
 		p.errorf(root, "targets", "no targets configured")
 	}
-	if len(p.errs) == 0 {
-		p.checkUnique(cfg)
-	}
 	if len(p.errs) > 0 {
-		return nil, errors.Join(p.errs...)
+		return cfg, JoinErrors(p.errs...)
 	}
 	return cfg, nil
 }
@@ -166,12 +205,19 @@ func join(field, key string) string {
 
 var targetNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
 
-func (p *parser) target(n *yaml.Node, field, baseDir string) (Target, bool) {
-	t := Target{Line: n.Line, Limits: DefaultLimits}
+func (p *parser) target(n *yaml.Node, index int, baseDir string) (Target, bool) {
+	field := fmt.Sprintf("targets[%d]", index)
+	t := Target{Line: n.Line, Index: index, Limits: DefaultLimits, Lines: map[string]int{}}
 	before := len(p.errs)
 	var nameNode, pathNode, probeDirNode *yaml.Node
 	p.mapping(n, field, func(key string, k, val *yaml.Node) bool {
 		f := join(field, key)
+		t.Lines[key] = k.Line
+		if val.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(val.Content); i += 2 {
+				t.Lines[key+"."+val.Content[i].Value] = val.Content[i].Line
+			}
+		}
 		switch key {
 		case "name":
 			nameNode = val
@@ -228,7 +274,7 @@ func (p *parser) target(n *yaml.Node, field, baseDir string) (Target, bool) {
 			t.ProbeDir = filepath.Clean(t.ProbeDir)
 		}
 	}
-	p.checkProbes(&t, n, field)
+	p.checkProbes(&t)
 	return t, len(p.errs) == before
 }
 
@@ -404,7 +450,7 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-func (p *parser) checkProbes(t *Target, n *yaml.Node, field string) {
+func (p *parser) checkProbes(t *Target) {
 	for _, k := range ProbeKinds {
 		c := t.Probe[k.Name]
 		if c == nil {
@@ -412,32 +458,39 @@ func (p *parser) checkProbes(t *Target, n *yaml.Node, field string) {
 		}
 		if k.Check != nil {
 			if key, msg := k.Check(c); msg != "" {
-				p.errorf(n, join(field, k.Name+"."+key), "%s", msg)
+				p.errs = append(p.errs, t.FieldError(p.file, k.Name+"."+key, "%s", msg))
 			}
 		}
-		p.checkBudget(t, n, field, k.Name, c.BlockSize)
+		p.checkBudget(t, k.Name, c.BlockSize)
 	}
 }
 
 // checkBudget refuses a block that the bandwidth limit could never let through.
-func (p *parser) checkBudget(t *Target, n *yaml.Node, field, probe string, blockSize int64) {
+func (p *parser) checkBudget(t *Target, probe string, blockSize int64) {
 	if t.Limits.Bandwidth > 0 && blockSize > t.Limits.Bandwidth {
-		p.errorf(n, join(field, "limits.bandwidth"), "%s per second is less than one %s block (%s): the probe could never run", FormatSize(t.Limits.Bandwidth), probe, FormatSize(blockSize))
+		p.errs = append(p.errs, t.FieldError(p.file, "limits.bandwidth", "%s per second is less than one %s block (%s): the probe could never run", FormatSize(t.Limits.Bandwidth), probe, FormatSize(blockSize)))
 	}
 }
 
-func (p *parser) checkUnique(cfg *Config) {
+// checkUnique refuses a name or a path given twice. Both targets are still resolved, for
+// what the disk says about them: the error alone keeps the file from being applied.
+func (p *parser) checkUnique(targets []Target) {
 	names := map[string]int{}
 	paths := map[string]string{}
-	for i, t := range cfg.Targets {
-		field := fmt.Sprintf("targets[%d]", i)
-		if first, dup := names[t.Name]; dup {
-			p.errs = append(p.errs, &Error{File: p.file, Line: t.Line, Field: field + ".name", Msg: fmt.Sprintf("target name %q is already used on line %d", t.Name, first)})
+	for _, t := range targets {
+		if t.Name != "" {
+			if first, dup := names[t.Name]; dup {
+				p.errs = append(p.errs, t.FieldError(p.file, "name", "target name %q is already used on line %d", t.Name, first))
+			} else {
+				names[t.Name] = t.LineOf("name")
+			}
 		}
-		names[t.Name] = t.Line
-		if other, dup := paths[t.Path]; dup {
-			p.errs = append(p.errs, &Error{File: p.file, Line: t.Line, Field: field + ".path", Msg: fmt.Sprintf("%s is already probed by target %q", t.Path, other)})
+		if t.Path != "" {
+			if other, dup := paths[t.Path]; dup {
+				p.errs = append(p.errs, t.FieldError(p.file, "path", "%s is already probed by target %q", t.Path, other))
+			} else {
+				paths[t.Path] = t.Name
+			}
 		}
-		paths[t.Path] = t.Name
 	}
 }

@@ -13,7 +13,7 @@ import (
 func (c *Config) Resolve() error {
 	var errs []error
 	for i := range c.Targets {
-		if err := ResolveTarget(c.File, i, &c.Targets[i]); err != nil {
+		if err := ResolveTarget(c.File, &c.Targets[i]); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -31,15 +31,12 @@ func Read(file string) (*Config, error) {
 	return Parse(data, file)
 }
 
-// ResolveTarget is Resolve for the target at index i of file. Its stat calls hang on a
-// hung mount (an NFS server gone, a stuck FUSE daemon): callers that must not hang run
-// it in a goroutine of its own, on a copy of the target.
-func ResolveTarget(file string, i int, t *Target) error {
+// ResolveTarget is Resolve for one target of file. Its stat calls hang on a hung mount
+// (an NFS server gone, a stuck FUSE daemon): callers that must not hang run it in a
+// goroutine of its own, on a copy of the target.
+func ResolveTarget(file string, t *Target) error {
 	var errs []error
-	field := fmt.Sprintf("targets[%d].path", i)
-	fail := func(format string, args ...any) error {
-		return &Error{File: file, Line: t.Line, Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
+	fail := func(format string, args ...any) error { return t.FieldError(file, "path", format, args...) }
 	fi, err := os.Stat(t.Path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -55,7 +52,6 @@ func ResolveTarget(file string, i int, t *Target) error {
 	}
 	t.applyKindDefaults(t.Kind)
 	if t.ProbeDir != "" {
-		dirField := fmt.Sprintf("targets[%d].probe_dir", i)
 		var err error
 		if t.Kind == KindBlockDevice {
 			err = fmt.Errorf("%s is a block device: probe_dir is for directory targets (nothing is ever written for a block device)", t.Path)
@@ -63,13 +59,12 @@ func ResolveTarget(file string, i int, t *Target) error {
 			err = CheckProbeDir(t.Path, t.ProbeDir)
 		}
 		if err != nil {
-			errs = append(errs, &Error{File: file, Line: t.Line, Field: dirField, Msg: err.Error()})
+			errs = append(errs, t.FieldError(file, "probe_dir", "%v", err))
 		}
 	}
 	for _, k := range ProbeKinds {
 		if t.Kind == KindBlockDevice && k.Writes && t.Probe[k.Name] != nil {
-			errs = append(errs, &Error{File: file, Line: t.Line, Field: fmt.Sprintf("targets[%d].%s", i, k.Name),
-				Msg: fmt.Sprintf("%s is a block device: write probes are refused on block devices (the exporter never writes to a device); point %s at a directory on it instead", t.Path, k.Name)})
+			errs = append(errs, t.FieldError(file, k.Name, "%s is a block device: write probes are refused on block devices (the exporter never writes to a device); point %s at a directory on it instead", t.Path, k.Name))
 		}
 	}
 	return errors.Join(errs...)

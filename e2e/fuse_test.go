@@ -555,7 +555,7 @@ func TestConfigCheckOnAHungPathNamesIt(t *testing.T) {
 	if code := p.ExitCode(10 * time.Second); code != 1 {
 		t.Errorf("exit status %d; want 1", code)
 	}
-	want := filepath.Base(cfg) + ":4: targets[1].path: " + h.Dir + " did not answer within 5s"
+	want := filepath.Base(cfg) + ":5: targets[1].path: " + h.Dir + " did not answer within 5s"
 	if !strings.Contains(out, want) {
 		t.Errorf("the error does not name the path: %q; want %q", out, want)
 	}

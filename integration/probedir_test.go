@@ -39,7 +39,7 @@ func TestProbeDirOnAnotherFilesystemIsRefusedAtLoad(t *testing.T) {
 	} {
 		code, out, errOut := configCheck(t, testenv.WriteConfig(t, fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n", data, c.probeDir)))
 		if c.refused {
-			if code == 0 || !strings.Contains(errOut, ":2: targets[0].probe_dir: "+c.probeDir+" is on another filesystem") {
+			if code == 0 || !strings.Contains(errOut, ":4: targets[0].probe_dir: "+c.probeDir+" is on another filesystem") {
 				t.Errorf("%s: want a refusal naming file, line and field, got exit %d:\n%s%s", c.name, code, out, errOut)
 			}
 		} else if code != 0 {

@@ -59,13 +59,97 @@ func TestTmpfsTargetRefusedAtConfigLoad(t *testing.T) {
 	if code == 0 {
 		t.Fatalf("--config.check accepted read probes on tmpfs (exit 0):\n%s%s", stdout, stderr)
 	}
-	want := "diskprobe.yml:5: targets[1].path: " + dir + " is on tmpfs"
+	want := "diskprobe.yml:6: targets[1].path: " + dir + " is on tmpfs"
 	if !strings.Contains(stderr, want) || !strings.Contains(stderr, "O_DIRECT") {
 		t.Errorf("--config.check on a tmpfs target said:\n%s\nwant a line with %q that names O_DIRECT", stderr, want)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("--config.check wrote into the tmpfs: %v", entries)
 	}
+}
+
+// fdatasync on memory returns at once: accepted, an fsync probe on tmpfs reported 20
+// fdatasyncs in tens of microseconds every round, a healthy disk that does not exist.
+func TestWriteProbesRefusedOnTmpfsWithWordsAboutFdatasync(t *testing.T) {
+	dir := mountTmpfs(t)
+	for _, probe := range []string{"fsync", "seqwrite"} {
+		t.Run(probe, func(t *testing.T) {
+			cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: ok
+    path: %s
+    fsync: {}
+  - name: ram
+    path: %s
+    %s: {}
+`, t.TempDir(), dir, probe))
+			code, stdout, stderr := configCheck(t, cfg)
+			if code != 1 {
+				t.Fatalf("--config.check on %s on tmpfs: exit %d; want 1\n%s%s", probe, code, stdout, stderr)
+			}
+			want := "targets[1].path: " + dir + " is on tmpfs, which is memory, not a disk: fdatasync on memory returns at once"
+			if !strings.Contains(stderr, want) || strings.Contains(stderr, "O_DIRECT") {
+				t.Errorf("--config.check on %s on tmpfs said:\n%s\nwant a line with %q and no word of read probes", probe, stderr, want)
+			}
+			// The daemon refuses to start on it too.
+			out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+testenv.FreePort(t)).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), want) {
+				t.Errorf("the exporter started with %s on tmpfs (err %v):\n%s", probe, err, out)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("wrote into the tmpfs: %v", entries)
+			}
+		})
+	}
+}
+
+// A duplicate name, a missing path and a tmpfs path: --config.check reported the
+// duplicate alone, and the other two only once it was fixed, one at a time; and the
+// errors found on disk named the target's `- name:` line, not the path's.
+func TestConfigCheckReportsEveryErrorOfTheFileAtOnce(t *testing.T) {
+	ram := mountTmpfs(t)
+	data := t.TempDir()
+	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: etcd
+    path: %[1]s
+  - name: gone
+    # moved to the new disk
+    path: %[1]s/nope
+  - name: etcd
+    fsync: {}
+    path: %[2]s
+`, data, ram))
+	want := []string{
+		"diskprobe.yml:6: targets[1].path: " + data + "/nope does not exist",
+		`diskprobe.yml:7: targets[2].name: target name "etcd" is already used on line 2`,
+		"diskprobe.yml:9: targets[2].path: " + ram + " is on tmpfs, which is memory, not a disk: fdatasync on memory returns at once",
+	}
+	check := func(what, out string) {
+		t.Helper()
+		var got []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "diskprobe.yml:") {
+				got = append(got, line)
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d errors, want %d:\n%s", what, len(got), len(want), out)
+		}
+		for i := range want {
+			if !strings.HasPrefix(got[i], want[i]) {
+				t.Errorf("%s: error %d:\n  %s\nwant\n  %s…", what, i, got[i], want[i])
+			}
+		}
+	}
+	code, stdout, stderr := configCheck(t, cfg)
+	if code != 1 {
+		t.Fatalf("--config.check: exit %d, want 1:\n%s%s", code, stdout, stderr)
+	}
+	check("--config.check", stderr)
+	out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+testenv.FreePort(t)).CombinedOutput()
+	if err == nil {
+		t.Fatalf("the exporter started:\n%s", out)
+	}
+	check("the exporter's start", string(out))
 }
 
 func TestWriteProbesRefusedOnABlockDevice(t *testing.T) {
@@ -83,7 +167,7 @@ func TestWriteProbesRefusedOnABlockDevice(t *testing.T) {
 			if code == 0 {
 				t.Fatalf("--config.check accepted %s on block device %s (exit 0):\n%s%s", probe, dev, stdout, stderr)
 			}
-			want := fmt.Sprintf("diskprobe.yml:2: targets[0].%s: %s is a block device: write probes are refused", probe, dev)
+			want := fmt.Sprintf("diskprobe.yml:5: targets[0].%s: %s is a block device: write probes are refused", probe, dev)
 			if !strings.Contains(stderr, want) {
 				t.Errorf("--config.check said:\n%s\nwant %q", stderr, want)
 			}

@@ -18,17 +18,8 @@ var memoryFilesystems = map[int64]string{
 
 // CheckDirectIO tells, before any file is written, whether read probes can run in dir:
 // the filesystem must be backed by a device and must take O_DIRECT. tmpfs on recent
-// kernels accepts O_DIRECT but is memory; it is refused by name.
-func CheckDirectIO(dir string) error {
-	var s unix.Statfs_t
-	if err := ignoringEINTR(func() error { return unix.Statfs(dir, &s) }); err != nil {
-		return &os.PathError{Op: "statfs", Path: dir, Err: err}
-	}
-	if name, ok := memoryFilesystems[int64(s.Type)]; ok {
-		return fmt.Errorf("%s is on %s, which is memory, not a disk: O_DIRECT read probes cannot measure it", dir, name)
-	}
-	return nil
-}
+// kernels accepts O_DIRECT but is memory; it is refused by name (CheckOnDisk).
+func CheckDirectIO(dir string) error { return CheckOnDisk(dir, false, true) }
 
 // DirectIOAlignment is the offset and memory alignment O_DIRECT needs on fd: from
 // statx(STATX_DIOALIGN) where the kernel and filesystem report it (Linux ≥ 6.1), else
@@ -75,9 +66,19 @@ func freeBuffer(b []byte) {
 func openDirectError(path string, err error) error {
 	switch {
 	case errors.Is(err, unix.EINVAL):
-		return fmt.Errorf("%s: the filesystem refuses O_DIRECT, which read probes need to bypass the page cache", path)
+		return &explained{fmt.Sprintf("%s: the filesystem refuses O_DIRECT, which read probes need to bypass the page cache", path), err}
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return fmt.Errorf("permission denied opening %s read-only: the exporter's user needs to be in the group that owns the device (usually `disk`) or to have CAP_DAC_READ_SEARCH", path)
+		return &explained{fmt.Sprintf("permission denied opening %s read-only: the exporter's user needs to be in the group that owns the device (usually `disk`) or to have CAP_DAC_READ_SEARCH", path), err}
 	}
 	return &os.PathError{Op: "open", Path: path, Err: err}
 }
+
+// explained is an errno with a message that says what to do about it; errors.Is still
+// sees the errno (the daemon's /-/ready tells permission denied from passing errors).
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }

@@ -10,9 +10,9 @@ import "golang.org/x/sys/unix"
 // a preemption would be a probe error, and a page.
 //
 // Every interruptible call in this package goes through it (open, pread, pwrite,
-// fdatasync, fallocate, ftruncate, fstat, lstat, statfs, statx, lseek, ioctl); close(2)
-// never does: Linux releases the descriptor even when close fails with EINTR, and a
-// retry could close one that another goroutine has just been given.
+// fdatasync, fallocate, ftruncate, fstat, lstat, statfs, statx, faccessat, lseek,
+// ioctl); close(2) never does: Linux releases the descriptor even when close fails with
+// EINTR, and a retry could close one that another goroutine has just been given.
 //
 // In a timed region fn reads the clock that ends the region right after its system call,
 // so that on the success path the region holds the system call alone, as it did before:

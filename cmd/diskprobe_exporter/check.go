@@ -45,6 +45,10 @@ type checkCommand struct {
 	set map[string]*bool
 }
 
+// exitError is the exit status of an error, check's own or a usage error of any command:
+// apart from 1, check's FAIL verdict.
+const exitError = 2
+
 // stuckGrace is how long an interrupted check waits for an I/O still in the kernel
 // before it exits without having removed its files.
 const stuckGrace = 10 * time.Second
@@ -96,7 +100,7 @@ type report interface {
 func (c *checkCommand) run(paths device.Paths) int {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "check: %v\n", err)
-		return 2
+		return exitError
 	}
 	if !slices.Contains(check.Profiles, *c.profile) {
 		return fail(fmt.Errorf("--profile %q: one of %s", *c.profile, strings.Join(check.Profiles, ", ")))

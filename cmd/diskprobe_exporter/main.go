@@ -68,7 +68,7 @@ func main() {
 
 	// The exporter's flags live on the application, not on the default `serve` command,
 	// so that `--help` shows them.
-	configCheck := app.Flag("config.check", "Validate the configuration file, print a summary, and exit.").Bool()
+	configCheck := app.Flag("config.check", "Validate the configuration file against the disks as this user sees them (every error at once: paths, tmpfs, probe directories it cannot write), print a summary, and exit (1 on errors).").Bool()
 	metricsPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 	enablePprof := app.Flag("web.enable-pprof", "Serve Go runtime profiles (CPU, heap, goroutines) under /debug/pprof/ and link them from the landing page.").Bool()
 	toolkitFlags := webflag.AddFlags(app, defaultListen)
@@ -77,7 +77,14 @@ func main() {
 	check := addCheckCommand(app)
 	cleanup := addCleanupCommand(app)
 
-	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
+	cmd, err := app.Parse(os.Args[1:])
+	if err != nil {
+		// A usage error exits 2, as Go's flag package and GNU tools do: 1 is check's FAIL
+		// verdict, and a script must not read a typo as a bad disk (kingpin.MustParse
+		// exits 1).
+		app.Errorf("%s, try --help", err)
+		os.Exit(exitError)
+	}
 	logger := promslog.New(logConfig)
 
 	switch cmd {
@@ -88,13 +95,9 @@ func main() {
 	case serve.FullCommand():
 	}
 
-	cfg, err := config.Read(*configFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	if *configCheck {
-		resolved, err := collector.NewResolver(paths).Resolve(cfg, checkWait)
+		resolver := collector.NewResolver(paths)
+		resolved, err := load(*configFile, func(cfg *config.Config) (*config.Config, error) { return resolver.Resolve(cfg, checkWait) })
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -102,16 +105,28 @@ func main() {
 		fmt.Println(resolved.Summary())
 		return
 	}
-	os.Exit(run(cfg, *configFile, paths, *metricsPath, *enablePprof, toolkitFlags, logger))
+	os.Exit(run(*configFile, paths, *metricsPath, *enablePprof, toolkitFlags, logger))
+}
+
+// load reads a configuration file and resolves it against the disks, reporting every
+// error of the file at once: the targets that parsed are asked about on disk even when
+// others did not.
+func load[T any](file string, resolve func(*config.Config) (T, error)) (T, error) {
+	var none T
+	cfg, err := config.Read(file)
+	if cfg == nil {
+		return none, err
+	}
+	got, resolveErr := resolve(cfg)
+	if err := config.JoinErrors(err, resolveErr); err != nil {
+		return none, err
+	}
+	return got, nil
 }
 
 // plan reads a configuration file and resolves it against the disks for Apply.
 func plan(scheduler *collector.Scheduler, file string, logger *slog.Logger) (*collector.Plan, error) {
-	cfg, err := config.Read(file)
-	if err != nil {
-		return nil, err
-	}
-	p, err := scheduler.Plan(cfg, resolveWait)
+	p, err := load(file, func(cfg *config.Config) (*collector.Plan, error) { return scheduler.Plan(cfg, resolveWait) })
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +136,7 @@ func plan(scheduler *collector.Scheduler, file string, logger *slog.Logger) (*co
 	return p, nil
 }
 
-func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath string, enablePprof bool, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
+func run(configFile string, paths device.Paths, metricsPath string, enablePprof bool, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
 	logger.Info("starting diskprobe_exporter", "version", version.Info(), "config", configFile)
 	logger.Info("build context", "build_context", version.BuildContext())
 
@@ -129,13 +144,10 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := collector.NewMetrics(reg)
 	scheduler := collector.NewScheduler(metrics, paths, collector.RealClock{}, logger)
-	first, err := scheduler.Plan(cfg, resolveWait)
+	first, err := plan(scheduler, configFile, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	for _, w := range first.Unanswered() {
-		logger.Warn("target's path did not answer; not ready until it does", "err", w)
 	}
 	if err := scheduler.Apply(first); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -234,7 +246,7 @@ func run(cfg *config.Config, configFile string, paths device.Paths, metricsPath 
 	}
 }
 
-func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, ready func() bool, reload func() error, logger *slog.Logger) http.Handler {
+func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, ready func() error, reload func() error, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
@@ -249,8 +261,8 @@ func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, 
 		_, _ = fmt.Fprintln(w, "Healthy")
 	})
 	mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "Not ready: a target's path has not answered yet (a hung mount?); see the log", http.StatusServiceUnavailable)
+		if err := ready(); err != nil {
+			http.Error(w, "Not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = fmt.Fprintln(w, "Ready")

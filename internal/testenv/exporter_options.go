@@ -33,7 +33,7 @@ func StartExporterWith(t testing.TB, configFile string, opts ExporterOptions) *E
 	t.Helper()
 	bin := Binary(t)
 	if opts.Credential != nil {
-		bin = binaryForUser(t, bin)
+		bin = BinaryForUser(t, bin)
 	}
 	ready := opts.Ready
 	if ready == nil {
@@ -82,9 +82,9 @@ func StartExporterWith(t testing.TB, configFile string, opts ExporterOptions) *E
 	return e
 }
 
-// binaryForUser copies the exporter binary into a world-searchable temporary directory:
-// Binary's own directory is private to root.
-func binaryForUser(t testing.TB, bin string) string {
+// BinaryForUser copies the exporter binary into a world-searchable temporary directory,
+// for a test that runs it as another user: Binary's own directory is private to root.
+func BinaryForUser(t testing.TB, bin string) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "diskprobe-bin-user-")
 	if err != nil {
