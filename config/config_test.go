@@ -320,11 +320,3 @@ func TestProbeDirIsRefusedUnlessABesideDirectoryOnTheSameFilesystem(t *testing.T
 		t.Errorf("probe_dir on a block device target: %v", err)
 	}
 }
-
-func TestMountPointWithASpaceIsFoundInMountinfo(t *testing.T) {
-	for in, want := range map[string]string{`/var/lib/etcd`: "/var/lib/etcd", `/mnt/etcd\040disk`: "/mnt/etcd disk", `/a\134b\011c`: "/a\\b\tc", `/trailing\04`: `/trailing\04`} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -1,16 +1,17 @@
 package config
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/prometheus/procfs"
+
+	"github.com/diskprobe/diskprobe_exporter/device"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
@@ -152,32 +153,16 @@ func mountAt(path string) (mount, error) {
 	if err != nil {
 		return mount{}, err
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := procfs.GetMounts() // this process's view, where path is as the config names it
 	if err != nil {
 		return mount{}, err
 	}
-	defer func() { _ = f.Close() }()
 	var m mount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) || unescapeMountinfo(fields[4]) != real {
-			continue
-		}
+	for _, mi := range mounts {
 		// Later entries for one mount point are mounted over earlier ones.
-		m = mount{point: true, root: unescapeMountinfo(fields[3]), fstype: fields[sep+1]}
-	}
-	if err := sc.Err(); err != nil {
-		return mount{}, err
+		if device.UnescapeMountinfo(mi.MountPoint) == real {
+			m = mount{point: true, root: device.UnescapeMountinfo(mi.Root), fstype: mi.FSType}
+		}
 	}
 	if m.point && m.fstype == "btrfs" && m.root != "/" {
 		// A subvolume's root directory is always inode 256 (BTRFS_FIRST_FREE_OBJECTID).
@@ -187,24 +172,4 @@ func mountAt(path string) (mount, error) {
 		}
 	}
 	return m, nil
-}
-
-// unescapeMountinfo undoes the kernel's octal escapes of space, tab, newline and
-// backslash in mountinfo paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

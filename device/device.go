@@ -122,12 +122,12 @@ func (p Paths) resolveMount(path string, depth int) (Info, error) {
 	if m == nil {
 		return Info{}, fmt.Errorf("%s has an anonymous device number and no mount in %s/self/mountinfo covers it", path, p.procFS())
 	}
-	mountPoint, source := unescapeMountinfo(m.MountPoint), unescapeMountinfo(m.Source)
+	mountPoint, source := UnescapeMountinfo(m.MountPoint), UnescapeMountinfo(m.Source)
 	noDevice := fmt.Errorf("%s: %s at %s has no block device (source %q)", path, m.FSType, mountPoint, source)
 
 	// A container's root is an overlay; its writes land on the upper layer's filesystem.
 	if upper := m.SuperOptions["upperdir"]; m.FSType == "overlay" && upper != "" && depth < maxOverlayDepth {
-		if info, err := p.resolve(unescapeMountinfo(upper), depth+1); err == nil {
+		if info, err := p.resolve(UnescapeMountinfo(upper), depth+1); err == nil {
 			return info, nil
 		}
 		return Info{}, noDevice
@@ -152,7 +152,7 @@ func longestPrefixMount(mounts []*procfs.MountInfo, abs string) *procfs.MountInf
 	var best *procfs.MountInfo
 	bestLen := -1
 	for _, m := range mounts {
-		mp := unescapeMountinfo(m.MountPoint)
+		mp := UnescapeMountinfo(m.MountPoint)
 		if !pathHasPrefix(abs, mp) {
 			continue
 		}
@@ -217,7 +217,7 @@ func parseDevNumber(s string) (uint32, uint32, error) {
 }
 
 // unescapeMountinfo undoes the kernel's octal escapes (\040 for a space) in mountinfo fields.
-func unescapeMountinfo(s string) string {
+func UnescapeMountinfo(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

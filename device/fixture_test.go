@@ -261,3 +261,11 @@ func TestReadStatsParsesDiskstatsLine(t *testing.T) {
 		t.Errorf("unknown device: want a not-found error, got %v", err)
 	}
 }
+
+func TestMountPointWithASpaceIsFoundInMountinfo(t *testing.T) {
+	for in, want := range map[string]string{`/var/lib/etcd`: "/var/lib/etcd", `/mnt/etcd\040disk`: "/mnt/etcd disk", `/a\134b\011c`: "/a\\b\tc", `/trailing\04`: `/trailing\04`} {
+		if got := UnescapeMountinfo(in); got != want {
+			t.Errorf("UnescapeMountinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

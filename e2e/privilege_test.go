@@ -39,19 +39,7 @@ func TestUnreadableDeviceNamesTheMissingPrivilege(t *testing.T) {
 	}
 	diskGID, _ := strconv.Atoi(diskGroup.Gid)
 
-	dev := testenv.LoopDevice(t, 64<<20)
-	var st unix.Stat_t
-	must(t, unix.Stat(dev, &st))
-	t.Cleanup(func() {
-		if err := os.Chown(dev, int(st.Uid), int(st.Gid)); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := os.Chmod(dev, os.FileMode(st.Mode&0o777)); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	must(t, os.Chown(dev, 0, 0))
-	must(t, os.Chmod(dev, 0o600))
+	dev := rootOnlyLoopDevice(t, 64<<20)
 
 	// Everything the unprivileged user needs to reach: a world-searchable base, a data
 	// directory it owns, a config it can read.
@@ -164,19 +152,7 @@ func TestNotReadyWhileEveryRoundFailsWithPermissionDenied(t *testing.T) {
 	uid, _ := strconv.Atoi(nobody.Uid)
 	gid, _ := strconv.Atoi(nobody.Gid)
 
-	dev := testenv.LoopDevice(t, 32<<20)
-	var st unix.Stat_t
-	must(t, unix.Stat(dev, &st))
-	t.Cleanup(func() {
-		if err := os.Chown(dev, int(st.Uid), int(st.Gid)); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := os.Chmod(dev, os.FileMode(st.Mode&0o777)); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	must(t, os.Chown(dev, 0, 0))
-	must(t, os.Chmod(dev, 0o600))
+	dev := rootOnlyLoopDevice(t, 32<<20)
 
 	// A filesystem of its own for the directory target, so it can go read-only later, on a
 	// world-searchable base.
@@ -245,4 +221,25 @@ func TestNotReadyWhileEveryRoundFailsWithPermissionDenied(t *testing.T) {
 	if code, body := readyStatus(t, e); code != http.StatusOK {
 		t.Errorf("/-/ready after a target that worked went read-only: %d %q; want 200", code, body)
 	}
+}
+
+// rootOnlyLoopDevice is a loop device that only root may open (0600 root:root), as a
+// disk is on a host where the exporter's user is not in the disk group; the device's
+// owner and mode are put back before it is detached.
+func rootOnlyLoopDevice(t *testing.T, size int64) string {
+	t.Helper()
+	dev := testenv.LoopDevice(t, size)
+	var st unix.Stat_t
+	must(t, unix.Stat(dev, &st))
+	t.Cleanup(func() {
+		if err := os.Chown(dev, int(st.Uid), int(st.Gid)); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := os.Chmod(dev, os.FileMode(st.Mode&0o777)); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	must(t, os.Chown(dev, 0, 0))
+	must(t, os.Chmod(dev, 0o600))
+	return dev
 }
