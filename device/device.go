@@ -216,7 +216,7 @@ func parseDevNumber(s string) (uint32, uint32, error) {
 	return uint32(major), uint32(minor), nil
 }
 
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space) in mountinfo fields.
+// UnescapeMountinfo undoes the kernel's octal escapes (\040 for a space) in mountinfo fields.
 func UnescapeMountinfo(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
