@@ -160,6 +160,10 @@ func TestCheckRefusesWhatItCannotMeasure(t *testing.T) {
 	t.Cleanup(func() { exec.Command("umount", tmpfs).Run() })
 
 	_, small := testenv.LoopExt4(t, 48<<20)
+	nested := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(filepath.Join(nested, "inner"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	_, readonly := testenv.LoopExt4(t, 128<<20)
 	testenv.Run(t, "mount", "-o", "remount,ro", readonly)
 	dev := testenv.LoopDevice(t, 32<<20)
@@ -185,7 +189,8 @@ func TestCheckRefusesWhatItCannotMeasure(t *testing.T) {
 		{"unknown probe", []string{"--probes=fsync,seqwrite", t.TempDir()}, "", []string{`unknown probe "seqwrite"`}},
 		{"bad size", []string{"--size=22MB", t.TempDir()}, "", []string{"--size: expected a size such as"}},
 		{"probe dir on another filesystem", []string{"--probe-dir=" + small, t.TempDir()}, small, []string{"--probe-dir: " + small + " is on another filesystem"}},
-		{"probe dir inside the path", []string{"--probe-dir=" + filepath.Join(small, "lost+found"), small}, "", []string{"is inside the measured path " + small}},
+		{"probe dir inside a path that is no filesystem root", []string{"--probe-dir=" + filepath.Join(nested, "inner"), nested}, "", []string{"is inside the measured path " + nested + ", which is not the root of its filesystem"}},
+		{"probe dir the filesystem's lost+found", []string{"--probe-dir=" + filepath.Join(small, "lost+found"), small}, "", []string{"lost+found is the filesystem's own directory"}},
 		{"probe dir for a block device", []string{"--probe-dir=" + t.TempDir(), dev}, "", []string{"--probe-dir: " + dev + " is a block device"}},
 	}
 	for _, c := range cases {

@@ -30,7 +30,8 @@ const ProbeDirName = "diskprobe"
 //     recommend for etcd), where nothing beside it is on that disk: directly under path
 //     (one entry there, which etcd names in a warning at its start and otherwise ignores),
 //     holding nothing but the exporter's .diskprobe, and named neither member nor proxy
-//     (etcd's own entries: a proxy directory beside member stops etcd from starting).
+//     (etcd's own entries: a proxy directory beside member stops etcd from starting) nor
+//     lost+found (the filesystem's own).
 func CheckProbeDir(path, probeDir string) error {
 	inside := probeDir == path || strings.HasPrefix(probeDir, path+string(filepath.Separator))
 	if inside {
@@ -50,6 +51,9 @@ func CheckProbeDir(path, probeDir string) error {
 				probeDir, path, filepath.Join(path, ProbeDirName))
 		case filepath.Base(probeDir) == "member" || filepath.Base(probeDir) == "proxy":
 			return fmt.Errorf("%s is named as etcd's own entries in its data directory (member, proxy): use another directory directly under %s, e.g. %s",
+				probeDir, path, filepath.Join(path, ProbeDirName))
+		case filepath.Base(probeDir) == "lost+found":
+			return fmt.Errorf("%s is the filesystem's own directory (fsck puts what it recovers there): use another directory directly under %s, e.g. %s",
 				probeDir, path, filepath.Join(path, ProbeDirName))
 		}
 	}

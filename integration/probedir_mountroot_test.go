@@ -126,6 +126,7 @@ func TestProbeDirRefusalsSuggestAnAcceptedDirectory(t *testing.T) {
 		{"the mount point itself", mnt, mnt, "is the measured path itself"},
 		{"etcd's member directory", mnt, filepath.Join(mnt, "member"), "is named as etcd's own entries"},
 		{"etcd's proxy directory", mnt, filepath.Join(mnt, "proxy"), "is named as etcd's own entries"},
+		{"the filesystem's lost+found", mnt, filepath.Join(mnt, "lost+found"), "is the filesystem's own directory"},
 		{"a directory holding another program's file", mnt, filepath.Join(mnt, "notours"), "holds \"data\": a probe directory inside the measured path must be the exporter's own"},
 		{"beside the mount point, on another disk", mnt, filepath.Join(elsewhere, "beside"), "is the root of its filesystem (a disk of its own is mounted there), so nothing beside it is on that disk: use a directory directly under it"},
 		{"inside a data directory that is not a mount point", sub, filepath.Join(sub, config.ProbeDirName), "which is not the root of its filesystem: probe_dir exists so that nothing is written there; put it beside it on the same filesystem"},
