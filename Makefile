@@ -132,8 +132,8 @@ mixin:
 # The pinned programs the cluster and Prometheus 3 tests run — Kubernetes (apiserver,
 # controller-manager, scheduler, kubelet, kubectl), prometheus-operator and its CRDs, Prometheus 3
 # and promtool — built from the Go module proxy into a per-machine cache outside the clone
-# (scripts/tools.sh says where and how). The first run compiles for about 47 minutes on a shared
-# 2-core machine (42 CPU-minutes, niced); later runs, from any clone, print the bin directories
+# (scripts/tools.sh says where and how). The first run compiles for about 45 minutes on a shared
+# 2-core machine (44 CPU-minutes, niced); later runs, from any clone, print the bin directories
 # at once.
 tools:
 	@scripts/tools.sh all

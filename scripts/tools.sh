@@ -16,7 +16,7 @@
 # A cache entry is built in a temporary directory beside it and renamed into place only when
 # every binary has told its version, so an interrupted build leaves nothing that looks done.
 # Compiles run under `nice -n 19`: the first Kubernetes build is about 22 CPU-minutes (31
-# minutes on a shared 2-core machine), prometheus-operator 7, Prometheus 13.
+# minutes on a shared 2-core machine), prometheus-operator 8, Prometheus 14 (peak 3.2 GB).
 # Progress goes to stderr; stdout carries only the paths.
 set -euo pipefail
 
