@@ -53,6 +53,9 @@ func TestBadConfigsNameFileLineAndField(t *testing.T) {
 		{"iops not a number", "targets:\n  - name: a\n    path: /tmp\n    limits: {iops: fast}\n", `diskprobe.yml:4: targets[0].limits.iops: expected a number of operations per second, got "fast"`},
 		{"zero bandwidth", "targets:\n  - name: a\n    path: /tmp\n    limits: {bandwidth: 0}\n", `diskprobe.yml:4: targets[0].limits.bandwidth: must be greater than 0`},
 		{"bandwidth under one block", "targets:\n  - name: a\n    path: /tmp\n    seqread: {}\n    limits: {bandwidth: 512KiB}\n", `diskprobe.yml:5: targets[0].limits.bandwidth: 512KiB per second is less than one seqread block (1MiB): the probe could never run`},
+		// The default probes meet the same checks as named ones: this was accepted while the
+		// same limit with an explicit `seqread: {}` was refused.
+		{"bandwidth under one default block", "targets:\n  - name: a\n    path: /tmp\n    limits: {bandwidth: 512KiB}\n", `diskprobe.yml:4: targets[0].limits.bandwidth: 512KiB per second is less than one seqread block (1MiB): the probe could never run (seqread runs by default when a target names no probes: name the probes to run, or give seqread a smaller block_size)`},
 		{"timeout under 1s", "targets:\n  - name: a\n    path: /tmp\n    limits: {timeout: 100ms}\n", `diskprobe.yml:4: targets[0].limits.timeout: must be at least 1s, got 100ms`},
 		{"probe as a list", "targets:\n  - name: a\n    path: /tmp\n    fsync: [1, 2]\n", `diskprobe.yml:4: targets[0].fsync: expected a mapping, got a list`},
 		{"name as a mapping", "targets:\n  - name: {a: b}\n    path: /tmp\n", `diskprobe.yml:2: targets[0].name: expected a string, got a mapping`},
@@ -318,5 +321,19 @@ func TestProbeDirIsRefusedUnlessABesideDirectoryOnTheSameFilesystem(t *testing.T
 	_, err = Load(writeConfig(t, t.TempDir(), fmt.Sprintf("targets:\n  - name: d\n    path: %s\n    probe_dir: %s\n", dev, beside)))
 	if err == nil || !strings.Contains(err.Error(), "targets[0].probe_dir: "+dev+" is a block device") {
 		t.Errorf("probe_dir on a block device target: %v", err)
+	}
+}
+
+// A default probe's error is reported once, although it is checked for a directory and
+// for a block device alike.
+func TestDefaultProbeErrorReportedOnce(t *testing.T) {
+	_, err := Parse([]byte("targets:\n  - name: a\n    path: /tmp\n    limits: {bandwidth: 2KiB}\n"), "diskprobe.yml")
+	if err == nil {
+		t.Fatal("a 2KiB/s bandwidth limit with the default probes was accepted")
+	}
+	for _, probe := range []string{"fsync", "randread", "seqread"} {
+		if n := strings.Count(err.Error(), "one "+probe+" block"); n != 1 {
+			t.Errorf("the %s block error appears %d times, want once:\n%s", probe, n, err)
+		}
 	}
 }

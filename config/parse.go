@@ -450,25 +450,38 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
+// checkProbes checks the probes a target will run, whichever kind its path turns out to
+// be: the ones it names, or the default ones of a directory and of a block device when it
+// names none (probesFor). Each error is reported once, even when both kinds share it.
 func (p *parser) checkProbes(t *Target) {
-	for _, k := range ProbeKinds {
-		c := t.Probe[k.Name]
-		if c == nil {
-			continue
+	seen := map[string]bool{}
+	add := func(err *Error) {
+		if !seen[err.Error()] {
+			seen[err.Error()] = true
+			p.errs = append(p.errs, err)
 		}
-		if k.Check != nil {
-			if key, msg := k.Check(c); msg != "" {
-				p.errs = append(p.errs, t.FieldError(p.file, k.Name+"."+key, "%s", msg))
+	}
+	for _, kind := range []Kind{KindDirectory, KindBlockDevice} {
+		probes := t.probesFor(kind)
+		for _, k := range ProbeKinds {
+			c := probes[k.Name]
+			if c == nil {
+				continue
+			}
+			if k.Check != nil {
+				if key, msg := k.Check(c); msg != "" {
+					add(t.FieldError(p.file, k.Name+"."+key, "%s", msg))
+				}
+			}
+			// A block the bandwidth limit could never let through.
+			if t.Limits.Bandwidth > 0 && c.BlockSize > t.Limits.Bandwidth {
+				hint := ""
+				if len(t.Probe) == 0 {
+					hint = fmt.Sprintf(" (%s runs by default when a target names no probes: name the probes to run, or give %s a smaller block_size)", k.Name, k.Name)
+				}
+				add(t.FieldError(p.file, "limits.bandwidth", "%s per second is less than one %s block (%s): the probe could never run%s", FormatSize(t.Limits.Bandwidth), k.Name, FormatSize(c.BlockSize), hint))
 			}
 		}
-		p.checkBudget(t, k.Name, c.BlockSize)
-	}
-}
-
-// checkBudget refuses a block that the bandwidth limit could never let through.
-func (p *parser) checkBudget(t *Target, probe string, blockSize int64) {
-	if t.Limits.Bandwidth > 0 && blockSize > t.Limits.Bandwidth {
-		p.errs = append(p.errs, t.FieldError(p.file, "limits.bandwidth", "%s per second is less than one %s block (%s): the probe could never run", FormatSize(t.Limits.Bandwidth), probe, FormatSize(blockSize)))
 	}
 }
 
