@@ -58,6 +58,13 @@ func expectedFiles(t *testing.T, root string) []packagedFile {
 		{path: "/usr/share/doc/diskprobe-exporter/LICENSE", mode: 0o644},
 		{path: "/usr/share/doc/diskprobe-exporter/README.md", mode: 0o644},
 	}
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if len(docs) == 0 {
+		t.Fatal("no docs/*.md: the runbook the alerts link to must ship in the packages")
+	}
+	for _, f := range docs {
+		files = append(files, packagedFile{path: "/usr/share/doc/diskprobe-exporter/" + filepath.Base(f), mode: 0o644})
+	}
 	dashboards, _ := filepath.Glob(filepath.Join(root, "dashboards", "*.json"))
 	for _, f := range dashboards {
 		files = append(files, packagedFile{path: "/usr/share/diskprobe_exporter/dashboards/" + filepath.Base(f), mode: 0o644})
