@@ -33,9 +33,9 @@ func TestRulesPassPromtoolCheck(t *testing.T) {
 
 func TestRulesPassPromtoolUnitTests(t *testing.T) {
 	bin := promtool(t)
-	tests, err := filepath.Glob("*test*.yml")
+	tests, err := filepath.Glob("tests/*.yml")
 	if err != nil || len(tests) == 0 {
-		t.Fatalf("no promtool unit test files (*test*.yml) in alerts/")
+		t.Fatalf("no promtool unit test files in alerts/tests/")
 	}
 	out, err := exec.Command(bin, append([]string{"test", "rules"}, tests...)...).CombinedOutput()
 	if err != nil {
@@ -111,7 +111,7 @@ func markdownAnchors(md string) map[string]bool {
 // TestEveryAlertHasAUnitTestThatFiresIt makes sure no alert ships untested: each one is
 // expected to fire in at least one promtool alert_rule_test.
 func TestEveryAlertHasAUnitTestThatFiresIt(t *testing.T) {
-	tests, _ := filepath.Glob("*test*.yml")
+	tests, _ := filepath.Glob("tests/*.yml")
 	fired := map[string]bool{}
 	quiet := map[string]bool{}
 	for _, path := range tests {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// ruleFiles are the shipped rule files: alerts/*.yml that are not tests.
+// ruleFiles are the shipped rule files: alerts/*.yml (the promtool tests are in alerts/tests/).
 func ruleFiles(t *testing.T) []string {
 	all, err := filepath.Glob("../../alerts/*.yml")
 	if err != nil {
