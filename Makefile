@@ -31,15 +31,19 @@ run: build
 	  echo "diskprobe_exporter: metrics at http://localhost:$$port/metrics (Ctrl-C to stop)"
 	./$(BINARY) --config.file=examples/diskprobe.yml --web.listen-address=$(LISTEN)
 
+# As root, also the pinned tools the tests run beside Debian's (scripts/tools.sh): built once
+# per machine, reused by every clone. The tests then fail, not skip, when one is missing.
 test-deps:
 	@scripts/ensure-deps.sh
+	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus >/dev/null; fi
+TOOLS_REQUIRED := $(shell [ "$$(id -u)" -eq 0 ] && echo 1)
 
 # Everything: the race tier, lint, unit tests, root-only kernel tests (loop devices, fsfreeze,
 # blkio cgroups), rules, dashboards and packaging. Packages run one at a time (-p 1): the kernel
 # tests time real I/O and must not share the disk with each other.
 test: test-deps test-race lint
 	$(GO) mod tidy -diff
-	$(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) ./...
+	DISKPROBE_TOOLS_REQUIRED=$(TOOLS_REQUIRED) $(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The packages whose tests need no root, under the race detector: the lock-free code (the
 # latency histogram, the scheduler's snapshot, the in-flight atomics) and whatever shares

@@ -24,8 +24,8 @@ const shortFor = "5s"
 const e2eJob = "diskprobe"
 
 // TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter runs the real exporter on a
-// temporary directory and an ext4 loop device, scraped every second by a real Prometheus
-// (Debian's) with the rule files loaded. After a short warm-up every dashboard query and every
+// temporary directory and an ext4 loop device, scraped every second by each supported
+// Prometheus (Debian's 2.42 and Prometheus 3, side by side) with the rule files loaded. After a short warm-up every dashboard query and every
 // recording rule must return at least one series and every rule must evaluate without error.
 // Then the loop device is throttled to 20 writes/s with a blkio cgroup holding the exporter,
 // and the fdatasync-above-10ms alert must reach `firing`.
@@ -57,10 +57,16 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
     limits:   {timeout: 30s, min_free: 0}
 `, loopDir, plainDir, plainReads))
 	exporter := testenv.StartExporter(t, cfg)
-	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{Jobs: map[string]string{e2eJob: exporter.Addr}, Rules: rulesWithShortFor(t)})
-	t.Logf("exporter and prometheus up after %v", time.Since(began).Round(time.Millisecond))
+	// Each supported Prometheus scrapes the same exporter with the same rules, side by side.
+	servers := testenv.PrometheusServers(t)
+	rules := rulesWithShortFor(t)
+	proms := make([]*testenv.Prometheus, len(servers))
+	for i, srv := range servers {
+		proms[i] = testenv.StartPrometheus(t, testenv.PrometheusOptions{Binary: srv.Bin, Jobs: map[string]string{e2eJob: exporter.Addr}, Rules: rules})
+	}
+	t.Logf("exporter and %d prometheus servers up after %v", len(proms), time.Since(began).Round(time.Millisecond))
 
-	// Warm-up: every dashboard query, every recording rule, every rule healthy.
+	// Warm-up: every dashboard query, every recording rule, every rule healthy, on each server.
 	var checks []namedExpr
 	for _, q := range dashboardQueries(t) {
 		checks = append(checks, namedExpr{q.Where, expandGrafana(q.Expr, "1m", ".*")})
@@ -71,17 +77,21 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 	var empty, unhealthy []string
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		empty = empty[:0]
-		for _, c := range checks {
-			n, err := prom.SeriesCount(c.expr)
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", c.where, err, c.expr)
+		empty, unhealthy = empty[:0], unhealthy[:0]
+		for i, prom := range proms {
+			for _, c := range checks {
+				n, err := prom.SeriesCount(c.expr)
+				if err != nil {
+					t.Fatalf("prometheus %s: %s: %v\n%s", servers[i].Name, c.where, err, c.expr)
+				}
+				if n == 0 {
+					empty = append(empty, "prometheus "+servers[i].Name+": "+c.where+": "+c.expr)
+				}
 			}
-			if n == 0 {
-				empty = append(empty, c.where+": "+c.expr)
+			for _, r := range unhealthyRules(t, prom) {
+				unhealthy = append(unhealthy, "prometheus "+servers[i].Name+": "+r)
 			}
 		}
-		unhealthy = unhealthyRules(t, prom)
 		if len(empty) == 0 && len(unhealthy) == 0 {
 			break
 		}
@@ -91,23 +101,29 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	t.Logf("%d dashboard queries and recording rules return series, all rules healthy, after %v",
-		len(checks), time.Since(began).Round(time.Millisecond))
+	t.Logf("%d dashboard queries and recording rules return series, all rules healthy, on %d servers, after %v",
+		len(checks), len(proms), time.Since(began).Round(time.Millisecond))
 
 	const alert = "DiskprobeFdatasyncP99AboveEtcdTarget"
-	before, _ := prom.Value(`target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{quantile="0.99", target="loop"}`)
-	t.Logf("before throttling: loop fdatasync p99 over 5m %.2fms, %s %q", before*1000, alert, alertState(t, prom, alert, "loop"))
+	const p99 = `target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{quantile="0.99", target="loop"}`
+	for i, prom := range proms {
+		before, _ := prom.Value(p99)
+		t.Logf("prometheus %s before throttling: loop fdatasync p99 over 5m %.2fms, %s %q", servers[i].Name, before*1000, alert, alertState(t, prom, alert, "loop"))
+	}
 
 	// A failing SSD, from the exporter's side: 20 writes/s on the loop device.
 	cg := testenv.ThrottleWrites(t, dev, 20)
 	cg.Add(exporter.Pid())
 	throttled := time.Now()
-	testenv.WaitFor(t, 90*time.Second, alert+" firing for target loop", func() bool {
-		return alertState(t, prom, alert, "loop") == "firing"
-	})
-	p99, _ := prom.Value(`target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{quantile="0.99", target="loop"}`)
-	t.Logf("%s firing %v after throttling (fdatasync p99 over 5m: %.1fms); whole test %v",
-		alert, time.Since(throttled).Round(time.Millisecond), p99*1000, time.Since(began).Round(time.Millisecond))
+	for i, prom := range proms {
+		testenv.WaitFor(t, 90*time.Second, alert+" firing for target loop on prometheus "+servers[i].Name, func() bool {
+			return alertState(t, prom, alert, "loop") == "firing"
+		})
+		v, _ := prom.Value(p99)
+		t.Logf("prometheus %s: %s firing %v after throttling (fdatasync p99 over 5m: %.1fms)",
+			servers[i].Name, alert, time.Since(throttled).Round(time.Millisecond), v*1000)
+	}
+	t.Logf("whole test %v", time.Since(began).Round(time.Millisecond))
 }
 
 // rulesWithShortFor writes a copy of every rule file with every `for:` set to shortFor, and

@@ -9,39 +9,39 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
-// promtool returns the path of promtool, skipping the test when it is not installed
-// (`make test` installs Debian's prometheus package, which ships it, before running tests).
-func promtool(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed: install Debian's prometheus package (make test-deps does)")
-	}
-	return path
-}
+// The rules and their unit tests run on each Prometheus the project supports: Debian's
+// 2.42 and Prometheus 3 (testenv.PrometheusServers), whose PromQL and rule loading differ.
 
 func TestRulesPassPromtoolCheck(t *testing.T) {
-	bin := promtool(t)
-	out, err := exec.Command(bin, append([]string{"check", "rules"}, ruleFiles(t)...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	for _, srv := range testenv.PrometheusServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			out, err := exec.Command(srv.Promtool, append([]string{"check", "rules"}, ruleFiles(t)...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("promtool %s check rules: %v\n%s", srv.Name, err, out)
+			}
+			t.Logf("%s", out)
+		})
 	}
-	t.Logf("%s", out)
 }
 
 func TestRulesPassPromtoolUnitTests(t *testing.T) {
-	bin := promtool(t)
 	tests, err := filepath.Glob("tests/*.yml")
 	if err != nil || len(tests) == 0 {
 		t.Fatalf("no promtool unit test files in alerts/tests/")
 	}
-	out, err := exec.Command(bin, append([]string{"test", "rules"}, tests...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	for _, srv := range testenv.PrometheusServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			out, err := exec.Command(srv.Promtool, append([]string{"test", "rules"}, tests...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("promtool %s test rules: %v\n%s", srv.Name, err, out)
+			}
+			t.Logf("%s", out)
+		})
 	}
-	t.Logf("%s", out)
 }
 
 const runbookBase = "https://github.com/diskprobe/diskprobe_exporter/blob/main/docs/runbook.md#"

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-jsonnet"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 type output struct {
@@ -138,11 +140,9 @@ func TestMixinConfigReachesTheRules(t *testing.T) {
 	}
 }
 
-// TestMixinOutputPassesPromtool: what the mixin renders loads into Prometheus.
+// TestMixinOutputPassesPromtool: what the mixin renders loads into Prometheus 2.42 and 3.
 func TestMixinOutputPassesPromtool(t *testing.T) {
-	if _, err := exec.LookPath("promtool"); err != nil {
-		t.Skip("promtool not installed (make test-deps installs Debian's prometheus)")
-	}
+	servers := testenv.PrometheusServers(t)
 	out := evaluate(t, `{alertLabels: {team: 'storage'}}`)
 	all := ruleFile{Groups: append(out.Rules.Groups, out.Alerts.Groups...)}
 	data, err := yaml.Marshal(all)
@@ -153,7 +153,9 @@ func TestMixinOutputPassesPromtool(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("promtool", "check", "rules", path).CombinedOutput(); err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	for _, srv := range servers {
+		if out, err := exec.Command(srv.Promtool, "check", "rules", path).CombinedOutput(); err != nil {
+			t.Errorf("promtool %s check rules: %v\n%s", srv.Name, err, out)
+		}
 	}
 }

@@ -28,14 +28,18 @@ type PrometheusOptions struct {
 	Rules    []string          // rule files
 	Interval time.Duration     // scrape and evaluation interval (default 1s); the scrape timeout equals it
 	Flags    []string          // extra command-line flags, e.g. --enable-feature=native-histograms
+	Binary   string            // the prometheus to run (a PrometheusServer's Bin); default: Debian's
 }
 
-// StartPrometheus runs Debian's prometheus on a free loopback port with its storage in a
+// StartPrometheus runs a prometheus (Debian's unless opts.Binary names another) on a free loopback port with its storage in a
 // temporary directory. It is killed by its own pid in cleanup; its log is printed if the
 // test failed.
 func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 	t.Helper()
-	RequireTools(t, "prometheus")
+	if opts.Binary == "" {
+		RequireTools(t, "prometheus")
+		opts.Binary = "prometheus"
+	}
 	if opts.Interval == 0 {
 		opts.Interval = time.Second
 	}
@@ -63,7 +67,7 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 		"--web.listen-address=" + p.Addr,
 		"--log.level=warn",
 	}, opts.Flags...)
-	p.cmd = exec.Command("prometheus", args...)
+	p.cmd = exec.Command(opts.Binary, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
