@@ -252,7 +252,7 @@ func ready(p corev1.Pod) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode, nil
 }
@@ -296,8 +296,8 @@ func hostEtcd(t *testing.T) {
 			for _, e := range entries {
 				os.RemoveAll(filepath.Join(etcdDir, e.Name()))
 			}
-			os.Chmod(etcdDir, mode)
-			os.Chown(etcdDir, uid, gid)
+			_ = os.Chmod(etcdDir, mode)
+			_ = os.Chown(etcdDir, uid, gid)
 		})
 	case os.IsNotExist(err):
 		if err := os.Mkdir(etcdDir, 0o700); err != nil {
@@ -310,7 +310,7 @@ func hostEtcd(t *testing.T) {
 	if err := os.Chmod(etcdDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	os.Chown(etcdDir, 0, 0)
+	_ = os.Chown(etcdDir, 0, 0)
 	fillEtcdDir(t, etcdDir)
 }
 

@@ -22,19 +22,22 @@ import (
 // operator (pinned, from scripts/tools.sh) on the host against the test apiserver, and a
 // Prometheus resource with replicas 0 that selects everything: the operator must turn the
 // chart's ServiceMonitor into a scrape job (the Secret it writes) and its PrometheusRule into
-// a rule file (the ConfigMap). Debian's Prometheus then runs that configuration on the host —
+// a rule file (the ConfigMap). Prometheus 3 then runs that configuration on the host (Debian's
+// 2.42 has no Kubernetes service discovery) —
 // its kubernetes_sd_configs given the apiserver's address and the admin's client certificate
 // (in a cluster it would use its ServiceAccount), intervals shortened to 1 s — scrapes the
 // pod at its pod IP (the Service's endpoints) and must record
 // target:diskprobe_fdatasync_duration_seconds:quantile_rate5m for the node.
 func TestOperatorIgnoresServiceMonitorOrRule(t *testing.T) {
 	e := setup(t)
-	testenv.RequireTools(t, "prometheus")
+	// Prometheus 3 (scripts/tools.sh): Debian's 2.42 is built without Kubernetes service
+	// discovery ("field kubernetes_sd_configs not found").
+	promBin := filepath.Join(testenv.ToolDir(t, "prometheus"), "prometheus")
 	opBin := filepath.Join(testenv.ToolDir(t, "prometheus-operator"), "prometheus-operator")
 	crds := testenv.ToolDir(t, "prometheus-operator-crds")
 	c := e.c
 	c.Kubectl(t, "apply", "--server-side", "-f", crds)
-	t.Cleanup(func() { c.KubectlErr("delete", "-f", crds, "--wait=true", "--timeout=2m") })
+	t.Cleanup(func() { _, _ = c.KubectlErr("delete", "-f", crds, "--wait=true", "--timeout=2m") })
 	// helm decides from the API server's discovery (.Capabilities), which kubectl and helm
 	// cache on disk: wait until a fresh discovery (api-resources refreshes the cache) lists
 	// both kinds, as a user installing the CRDs just before the chart would have to.
@@ -68,7 +71,7 @@ kind: Prometheus
 metadata: {name: test, namespace: ` + ns + `}
 spec:
   replicas: 0
-  version: v2.42.0
+  version: v3.16.0
   serviceMonitorSelector: {}
   serviceMonitorNamespaceSelector: {}
   ruleSelector: {}
@@ -81,7 +84,7 @@ spec:
 		if t.Failed() {
 			t.Logf("prometheus-operator log (tail):\n%s", lastLines(op.Output(), 40))
 		}
-		c.KubectlErr("-n", ns, "delete", "prometheus", "test", "--wait=true", "--timeout=1m")
+		_, _ = c.KubectlErr("-n", ns, "delete", "prometheus", "test", "--wait=true", "--timeout=1m")
 	})
 	var cfg, rules string
 	testenv.WaitFor(t, 2*time.Minute, "the operator's scrape configuration and rule files", func() bool {
@@ -106,7 +109,7 @@ spec:
 	}
 	dir := t.TempDir()
 	ruleDir := filepath.Join(dir, "rules")
-	os.Mkdir(ruleDir, 0o755)
+	_ = os.Mkdir(ruleDir, 0o755)
 	for name, data := range cm.Data {
 		if err := os.WriteFile(filepath.Join(ruleDir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
@@ -117,7 +120,7 @@ spec:
 		t.Fatal(err)
 	}
 	addr := testenv.FreePort(t)
-	p := testenv.StartProcess(t, "prometheus", "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+	p := testenv.StartProcess(t, promBin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -128,6 +131,9 @@ spec:
 	pr := &testenv.Prometheus{Addr: addr}
 	expr := fmt.Sprintf(`target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{instance=%q}`, e.c.Node)
 	testenv.WaitFor(t, 3*time.Minute, "a recorded quantile for the node", func() bool {
+		if p.WaitExit(time.Millisecond) {
+			t.Fatalf("prometheus exited:\n%s", lastLines(p.Output(), 20))
+		}
 		n, err := pr.SeriesCount(expr)
 		return err == nil && n > 0
 	})
@@ -138,7 +144,9 @@ spec:
 		t.Logf("scraped %s at %s", up.Result[0].Metric["job"], pod.Status.PodIP)
 	}
 	// With the operator's kinds served, uninstall must remove the ServiceMonitor and
-	// PrometheusRule too.
+	// PrometheusRule too. The test's Prometheus goes first (the operator, still running,
+	// lets the garbage collector remove what it made for it).
+	c.Kubectl(t, "-n", ns, "delete", "prometheus", "test", "--wait=true", "--timeout=1m")
 	r.uninstallLeavesNothing(t)
 }
 
@@ -173,9 +181,12 @@ func gunzipBase64(t *testing.T, b64 string) string {
 
 // hostConfig adapts the operator's configuration to a Prometheus on the host: service
 // discovery against the test apiserver with the admin's certificate, the rule files where
-// the test wrote them, and 1 s intervals.
+// the test wrote them, 1 s intervals, and the sidecar's substitutions.
 func hostConfig(t *testing.T, cfg string, e *env, ruleGlob string) string {
 	t.Helper()
+	// What the operator's config-reloader sidecar substitutes in the pod: the shard this
+	// server keeps (one shard: 0) and the pod's name.
+	cfg = strings.NewReplacer("$(SHARD)", "0", "$(POD_NAME)", "prometheus-test-0").Replace(cfg)
 	var doc map[string]any
 	if err := yaml.Unmarshal([]byte(cfg), &doc); err != nil {
 		t.Fatal(err)

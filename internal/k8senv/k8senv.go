@@ -42,10 +42,11 @@ const (
 	RunDir   = "/run/diskprobe-k8s"
 	lockFile = "/run/lock/diskprobe-k8s.lock"
 
-	// Bridge and PodSubnet: the pod network, private to the test cluster.
-	Bridge    = "dpk8s0"
+	// Bridge is the pod network's bridge, private to the test cluster.
+	Bridge = "dpk8s0"
+	// PodSubnet is the pod network's addresses (host-local IPAM).
 	PodSubnet = "10.244.213.0/24"
-	// ServiceSubnet: ClusterIPs are allocated but not routed (there is no kube-proxy).
+	// ServiceSubnet is where ClusterIPs come from; they are not routed (no kube-proxy).
 	ServiceSubnet = "10.96.213.0/24"
 
 	// PauseImage is the sandbox image, built from ./pause.
@@ -91,9 +92,13 @@ var (
 	upErr      error
 	upDone     bool
 	teardownMu sync.Mutex
-	// BringUp, Teardown: how long each took, for the tests' reports.
-	BringUp, TeardownTime time.Duration
 )
+
+// BringUp is how long the cluster took to come up, for the tests' reports.
+var BringUp time.Duration
+
+// TeardownTime is how long its teardown took.
+var TeardownTime time.Duration
 
 // Main runs the tests and tears down the cluster if one was brought up; its result is the
 // exit code. SIGINT and SIGTERM tear it down too.
@@ -104,10 +109,46 @@ func Main(m *testing.M) int {
 		s := <-sig
 		fmt.Fprintf(os.Stderr, "k8senv: %v: tearing the test cluster down\n", s)
 		shutdown()
+		runHostCleanups()
 		os.Exit(130)
 	}()
 	defer shutdown()
 	return m.Run()
+}
+
+// Cleanup registers f as a cleanup of t and also runs it if the binary is interrupted
+// (SIGINT, SIGTERM) before t's cleanups ran: for what a test changes on the host (a
+// directory put back, a mount), which an interrupt must not leave behind either.
+func Cleanup(t testing.TB, f func()) {
+	var once sync.Once
+	run := func() { once.Do(f) }
+	hostMu.Lock()
+	id := len(hostCleanups)
+	hostCleanups = append(hostCleanups, run)
+	hostMu.Unlock()
+	t.Cleanup(func() {
+		run()
+		hostMu.Lock()
+		hostCleanups[id] = nil
+		hostMu.Unlock()
+	})
+}
+
+var (
+	hostMu       sync.Mutex
+	hostCleanups []func()
+)
+
+// runHostCleanups runs the registered cleanups not yet run, last first.
+func runHostCleanups() {
+	hostMu.Lock()
+	fs := append([]func(){}, hostCleanups...)
+	hostMu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		if fs[i] != nil {
+			fs[i]()
+		}
+	}
 }
 
 func shutdown() {
@@ -156,7 +197,7 @@ func up(binDir string) (c *Cluster, err error) {
 	if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 		fmt.Fprintf(os.Stderr, "k8senv: another test cluster holds %s; waiting for it\n", lockFile)
 		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-			lock.Close()
+			_ = lock.Close()
 			return nil, err
 		}
 	}
@@ -165,7 +206,7 @@ func up(binDir string) (c *Cluster, err error) {
 	if _, err := os.Stat(StateDir); err == nil {
 		fmt.Fprintf(os.Stderr, "k8senv: %s exists: tearing down what an earlier run left\n", StateDir)
 		if err := c.cleanState(); err != nil {
-			lock.Close()
+			_ = lock.Close()
 			return nil, fmt.Errorf("cleaning up an earlier run: %w", err)
 		}
 	}
@@ -447,7 +488,7 @@ func (c *Cluster) run(name, bin string, args ...string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -457,7 +498,7 @@ func (c *Cluster) run(name, bin string, args ...string) error {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
 	d := &daemon{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}
-	go func() { cmd.Wait(); close(d.done) }()
+	go func() { _ = cmd.Wait(); close(d.done) }()
 	c.procs = append(c.procs, d)
 	return os.WriteFile(c.path("pid", name), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }
@@ -476,7 +517,7 @@ func (c *Cluster) waitHTTP(name, url string, useTLS bool, timeout time.Duration)
 		if err != nil {
 			return false
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
 }
@@ -573,7 +614,7 @@ func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
-			l.Close()
+			_ = l.Close()
 		}
 	}()
 	var ports []int
@@ -662,7 +703,7 @@ func readLines(path string) map[string]bool {
 	if err != nil {
 		return m
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		if l := strings.TrimSpace(s.Text()); l != "" {

@@ -18,7 +18,7 @@ func (c *Cluster) importPause() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	_, self, _, _ := runtime.Caller(0)
 	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "pause"), ".")
 	build.Dir = filepath.Join(filepath.Dir(self), "pause")

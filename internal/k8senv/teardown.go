@@ -19,7 +19,7 @@ func (c *Cluster) teardown() error {
 	defer teardownMu.Unlock()
 	err := c.cleanState()
 	if c.lock != nil {
-		c.lock.Close()
+		_ = c.lock.Close()
 		c.lock = nil
 	}
 	mu.Lock()
@@ -56,7 +56,7 @@ func (c *Cluster) cleanState() error {
 		if before[ns] {
 			continue
 		}
-		syscall.Unmount(ns, syscall.MNT_DETACH)
+		_ = syscall.Unmount(ns, syscall.MNT_DETACH)
 		note(os.Remove(ns))
 	}
 	if _, err := os.Stat("/sys/class/net/" + Bridge); err == nil {
@@ -119,11 +119,11 @@ func stopPid(pidFile string, procs []*daemon) error {
 			close(done)
 		}()
 	}
-	syscall.Kill(pid, syscall.SIGTERM)
+	_ = syscall.Kill(pid, syscall.SIGTERM)
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):
-		syscall.Kill(pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
@@ -146,7 +146,7 @@ func removeContainers(sock string) error {
 	}
 	var errs []error
 	for _, id := range strings.Fields(out) {
-		ctr("tasks", "kill", "-s", "SIGKILL", id)
+		_, _ = ctr("tasks", "kill", "-s", "SIGKILL", id)
 		for i := 0; i < 50; i++ {
 			if o, err := ctr("tasks", "delete", "--force", id); err == nil || strings.Contains(o, "not found") {
 				break
@@ -182,7 +182,7 @@ func killShims(sock string) error {
 		}
 	}
 	for _, pid := range pids {
-		syscall.Kill(pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	return nil
 }
@@ -253,7 +253,7 @@ func removeKubepods() error {
 	}
 	var dirs []string
 	for _, r := range roots {
-		filepath.Walk(r, func(p string, fi os.FileInfo, err error) error {
+		_ = filepath.Walk(r, func(p string, fi os.FileInfo, err error) error {
 			if err == nil && fi.IsDir() {
 				dirs = append(dirs, p)
 			}
@@ -333,14 +333,14 @@ func removeHostState(path string) error {
 				}
 			}
 		}
-		exec.Command(c[0], "-w", "-t", c[1], "-F", c[2]).Run()
+		_ = exec.Command(c[0], "-w", "-t", c[1], "-F", c[2]).Run()
 		if o, err := exec.Command(c[0], "-w", "-t", c[1], "-X", c[2]).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("%s -t %s -X %s: %v: %s", c[0], c[1], c[2], err, o))
 		}
 	}
 	if !before[kubeletFixedDir] {
-		os.Remove(filepath.Join(kubeletFixedDir, "device-plugins", "kubelet.sock"))
-		os.Remove(filepath.Join(kubeletFixedDir, "device-plugins"))
+		_ = os.Remove(filepath.Join(kubeletFixedDir, "device-plugins", "kubelet.sock"))
+		_ = os.Remove(filepath.Join(kubeletFixedDir, "device-plugins"))
 		if err := os.Remove(kubeletFixedDir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
