@@ -17,7 +17,7 @@ LDFLAGS     := -s -w \
 LISTEN      ?= :10052
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build run test test-deps test-race lint fuzz bench package image mixin tools clean
+.PHONY: all build run test test-deps test-race lint fuzz bench package image chart-files mixin tools clean
 
 all: lint build test
 
@@ -121,6 +121,17 @@ image: build
 	$(GO) run ./packaging/image -f Containerfile -context . -t '$(IMAGE):$(TAG)' \
 	  -o '$(DIST)/$(IMAGE)-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
 	@echo "image: $(DIST)/$(IMAGE)-$(TAG).oci.tar ($(IMAGE):$(TAG))"
+
+# The chart's copies of alerts/diskprobe.rules.yml and dashboards/*.json: real files, since helm
+# warns on symlinks in a chart and a chart directory copied alone (vendored, pulled) has no
+# alerts/ or dashboards/ beside it. alerts/ and dashboards/ stay the one source: edit there,
+# then run this; charts/chart_test.go fails, naming the file, when a copy has drifted.
+CHART_FILES := charts/diskprobe-exporter/files
+chart-files:
+	@mkdir -p $(CHART_FILES)/dashboards
+	rm -f $(CHART_FILES)/diskprobe.rules.yml $(CHART_FILES)/dashboards/*.json
+	install -m 0644 alerts/diskprobe.rules.yml $(CHART_FILES)/
+	install -m 0644 dashboards/*.json $(CHART_FILES)/dashboards/
 
 # mixin/out/: what mixin/mixin.libsonnet renders (rules and dashboards), with go-jsonnet.
 JSONNET ?= $(GO) run github.com/google/go-jsonnet/cmd/jsonnet@v0.21.0
