@@ -73,7 +73,7 @@ func tableRows(text string) [][]string {
 		if strings.HasPrefix(l, "|---") || strings.HasPrefix(l, "| ---") {
 			continue
 		}
-		cells := strings.Split(strings.Trim(l, "|"), " | ")
+		cells := strings.Split(strings.Trim(l, "|"), "|")
 		for i := range cells {
 			cells[i] = strings.TrimSpace(cells[i])
 		}
