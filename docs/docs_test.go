@@ -84,10 +84,10 @@ func tableRows(text string) [][]string {
 
 var codeSpan = regexp.MustCompile("`([^`]+)`")
 
-// codeSpans are the `quoted` strings of text.
+// codeSpans are the `quoted` strings of text, outside its fenced code blocks.
 func codeSpans(text string) []string {
 	var out []string
-	for _, m := range codeSpan.FindAllStringSubmatch(text, -1) {
+	for _, m := range codeSpan.FindAllStringSubmatch(prose(text), -1) {
 		out = append(out, m[1])
 	}
 	return out
@@ -120,4 +120,20 @@ func codeBlocks(doc string, langs ...string) []string {
 		}
 	}
 	return out
+}
+
+// prose is doc without its fenced code blocks.
+func prose(doc string) string {
+	var out []string
+	in := false
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(l, "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
