@@ -285,3 +285,16 @@ func TestTheReadmesCheckCommandRuns(t *testing.T) {
 		t.Errorf("README.md's `%s` printed no verdict:\n%s", first, out)
 	}
 }
+
+// TestTheReadmeNamesTheGoVersionOfGoMod: the Go version a newcomer is told to install is
+// the one go.mod requires.
+func TestTheReadmeNamesTheGoVersionOfGoMod(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)(\.\d+)?$`).FindStringSubmatch(read(t, "go.mod"))
+	if m == nil {
+		t.Fatal("go.mod has no go directive")
+	}
+	readme := read(t, "README.md")
+	if !strings.Contains(readme, "**Go "+m[1]+"**") || !strings.Contains(readme, "`go "+m[1]+m[2]+"`") {
+		t.Errorf("README.md's Quick start does not name Go %s (go.mod: go %s%s)", m[1], m[1], m[2])
+	}
+}
