@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/diskprobe/diskprobe_exporter/collector"
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
@@ -296,5 +298,42 @@ func TestTheReadmeNamesTheGoVersionOfGoMod(t *testing.T) {
 	readme := read(t, "README.md")
 	if !strings.Contains(readme, "**Go "+m[1]+"**") || !strings.Contains(readme, "`go "+m[1]+m[2]+"`") {
 		t.Errorf("README.md's Quick start does not name Go %s (go.mod: go %s%s)", m[1], m[1], m[2])
+	}
+}
+
+// TestRepositoryPathsAndChartValuesTheReadmeUsesExist: the files of the checkout README.md's
+// commands name (the etcd preset, the dashboards) exist, and every `--set key=` of its helm
+// command is a key of the chart's values.yaml.
+func TestRepositoryPathsAndChartValuesTheReadmeUsesExist(t *testing.T) {
+	readme := read(t, "README.md")
+	paths := regexp.MustCompile(`(?:^|[\s(`+"`"+`])((?:charts|examples|alerts|dashboards|packaging|systemd|mixin)/[A-Za-z0-9_./*-]+)`).FindAllStringSubmatch(readme, -1)
+	if len(paths) == 0 {
+		t.Fatal("README.md names no file of the checkout")
+	}
+	for _, m := range paths {
+		p := strings.TrimRight(m[1], ".")
+		matches, err := filepath.Glob(filepath.Join("..", p))
+		if err != nil || len(matches) == 0 {
+			t.Errorf("README.md names %s, which is not in the repository", p)
+		}
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(read(t, "charts/diskprobe-exporter/values.yaml")), &values); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`--set ([A-Za-z0-9_.]+)=`).FindAllStringSubmatch(readme, -1) {
+		node := any(values)
+		for _, k := range strings.Split(m[1], ".") {
+			mm, ok := node.(map[string]any)
+			if !ok {
+				node = nil
+				break
+			}
+			node, ok = mm[k]
+			if !ok {
+				t.Errorf("README.md sets %s, which the chart's values.yaml does not have", m[1])
+				break
+			}
+		}
 	}
 }
