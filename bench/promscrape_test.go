@@ -50,7 +50,7 @@ func measurePrometheusScrape(t *testing.T, window time.Duration) []*benchkit.Pro
 		{server: debian, name: "default settings"},
 		{server: debian, name: "--enable-feature=native-histograms", flags: []string{"--enable-feature=native-histograms"}},
 		{server: v3, name: "default settings"},
-		// The README's advice for exact quantiles on Prometheus 3: native histograms, and the
+		// docs/metrics.md's advice for exact quantiles on Prometheus 3: native histograms, and the
 		// classic series the shipped rules and dashboards read.
 		{server: v3, name: "scrape_native_histograms + always_scrape_classic_histograms",
 			job: []string{"scrape_native_histograms: true", "always_scrape_classic_histograms: true"}},

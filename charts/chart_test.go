@@ -480,7 +480,8 @@ func TestDashboardConfigMapsAreTheShippedDashboards(t *testing.T) {
 	}
 }
 
-// TestChartValuesDocumentEveryKey keeps values.yaml and the README's table in step.
+// TestChartValuesAreInTheReadme keeps values.yaml and the values table of docs/kubernetes.md
+// (the README's Kubernetes section until it moved there) in step.
 func TestChartValuesAreInTheReadme(t *testing.T) {
 	data, err := os.ReadFile(chartDir + "/values.yaml")
 	if err != nil {
@@ -490,13 +491,13 @@ func TestChartValuesAreInTheReadme(t *testing.T) {
 	if err := yaml.Unmarshal(data, &values); err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/kubernetes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for key := range values {
 		if !bytes.Contains(readme, []byte("`"+key)) {
-			t.Errorf("values.yaml key %q is not in README.md's Kubernetes section", key)
+			t.Errorf("values.yaml key %q is not in docs/kubernetes.md's values table", key)
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 // TestPodSecurityLevelTheReadmeNames evaluates the rendered pods with the Pod Security
 // admission's own checks (k8s.io/pod-security-admission, what the API server runs): under
 // `baseline` (and so `restricted`) they are rejected for their hostPath volumes, so the
-// namespace must enforce `privileged`, which the README must say with the exact label.
+// namespace must enforce `privileged`, which docs/kubernetes.md must say with the exact label.
 func TestPodSecurityLevelTheReadmeNames(t *testing.T) {
 	evaluator, err := policy.NewEvaluator(policy.DefaultChecks())
 	if err != nil {
@@ -26,20 +26,20 @@ func TestPodSecurityLevelTheReadmeNames(t *testing.T) {
 		tmpl := r.daemonSet.Spec.Template
 		baseline := policy.AggregateCheckResults(evaluator.EvaluatePod(latest(api.LevelBaseline), &tmpl.ObjectMeta, &tmpl.Spec))
 		if baseline.Allowed {
-			t.Errorf("%s: the pod passes Pod Security baseline; the README's privileged label is more than it needs", vs.name)
+			t.Errorf("%s: the pod passes Pod Security baseline; the documented privileged label is more than it needs", vs.name)
 		} else if !strings.Contains(strings.Join(baseline.ForbiddenReasons, ","), "hostPath") {
-			t.Errorf("%s: baseline forbids the pod for %v, not the hostPath volumes the README names", vs.name, baseline.ForbiddenReasons)
+			t.Errorf("%s: baseline forbids the pod for %v, not the hostPath volumes the documentation names", vs.name, baseline.ForbiddenReasons)
 		}
 		privileged := policy.AggregateCheckResults(evaluator.EvaluatePod(latest(api.LevelPrivileged), &tmpl.ObjectMeta, &tmpl.Spec))
 		if !privileged.Allowed {
 			t.Errorf("%s: Pod Security privileged forbids the pod: %v", vs.name, privileged.ForbiddenReasons)
 		}
 	}
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/kubernetes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "kubectl label namespace monitoring pod-security.kubernetes.io/enforce=privileged"; !strings.Contains(string(readme), want) {
-		t.Errorf("README.md does not say %q", want)
+	if want := "kubectl label namespace monitoring pod-security.kubernetes.io/enforce=privileged"; !strings.Contains(string(doc), want) {
+		t.Errorf("docs/kubernetes.md does not say %q", want)
 	}
 }

@@ -67,14 +67,17 @@ func TestHelmInstallWithoutImageTagGetsTheImageMakeImageTags(t *testing.T) {
 		t.Errorf("the DaemonSet's default image is %s, want %s (what make image tags)", got, want)
 	}
 
-	// The README's install commands name the image and its archive by the release.
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range regexp.MustCompile(`diskprobe-exporter[:-]([0-9]+\.[0-9]+\.[0-9]+)\b`).FindAllSubmatch(readme, -1) {
-		if string(m[1]) != v {
-			t.Errorf("README.md names %s, but the release (VERSION) is %s", m[0], v)
+	// The install commands of README.md and docs/kubernetes.md name the image and its archive
+	// by the release.
+	for _, doc := range []string{"../README.md", "../docs/kubernetes.md"} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`diskprobe-exporter[:-]([0-9]+\.[0-9]+\.[0-9]+)\b`).FindAllSubmatch(text, -1) {
+			if string(m[1]) != v {
+				t.Errorf("%s names %s, but the release (VERSION) is %s", doc, m[0], v)
+			}
 		}
 	}
 

@@ -728,6 +728,7 @@ func checkManPage(t *testing.T) {
 		!bytes.Contains(page, []byte("\n.SH \"NAME\"\ndiskprobe_exporter \\- ")) || bytes.Contains(page, []byte("build user")) {
 		t.Errorf("man page is not the kingpin --help-man output (%v):\n%.300s", err, page)
 	}
+	checkManPageSections(t, repoRoot(t), page)
 }
 
 // checkProbeFiles checks that the exporter, running as the unit's user with UMask=0077,

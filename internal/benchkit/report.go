@@ -416,7 +416,7 @@ func (r *Report) Markdown() string {
 		w("histograms are per-target children resolved once and observed with atomics; the scrape reads\n")
 		w("them and the in-flight ages (an atomic per target) without taking any lock a worker holds. The\n")
 		w("only lock shared by targets is the per-disk one, which serialises probes on the same device by\n")
-		w("design (DESIGN.md: probes on targets that share a device never overlap).\n")
+		w("design (docs/design.md: probes on targets that share a device never overlap).\n")
 	}
 	if r.Queue != nil {
 		r.Queue.markdown(w)
@@ -663,7 +663,7 @@ func (r *Report) promScrapeMarkdown(w func(string, ...any), s *Scale) {
 	w("Before the cut (classic buckets 25 µs … 10 s on all three histograms, every skip reason exposed\n")
 	w("at 0, OpenMetrics) the same default target exposed 96, and Prometheus counted 5,423 samples per\n")
 	w("64-target scrape (12.45 ms against node_exporter's 8.22 ms in a run of this test at commit 8bd5f9b);\n")
-	w("README.md \"Metrics\" says what was cut and why.\n")
+	w("docs/metrics.md says what was cut and why.\n")
 }
 
 // sameEtcdBucket: both values fall between the same two of etcd's bucket edges.
