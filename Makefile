@@ -1,9 +1,14 @@
-# diskprobe_exporter — see README.md. `make run` and `make test` are all a new machine needs.
+# diskprobe_exporter — see README.md and docs/development.md. `make run` and `make test` are all a new machine needs.
 
 GO          ?= go
 BINARY      := diskprobe_exporter
 PKG_VERSION := github.com/prometheus/common/version
-VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//' || echo 0.0.0)
+# One version number (README "Releases"): the file VERSION holds the next release, X.Y.Z, tagged
+# vX.Y.Z when made. RELEASE is it: the chart's version and appVersion and the image's tag.
+# VERSION (packaging/version.sh) is X.Y.Z at the tag and X.Y.Z~git<n>.<sha> before it: what
+# --version, diskprobe_exporter_build_info and the packages say.
+RELEASE     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+VERSION     ?= $(eval VERSION := $$(shell packaging/version.sh))$(VERSION)
 REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BRANCH      ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
 BUILD_USER  ?= $(shell id -un)@$(shell hostname)
@@ -17,7 +22,7 @@ LDFLAGS     := -s -w \
 LISTEN      ?= :10052
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build run test test-deps test-k8s test-race lint fuzz bench package image mixin tools clean
+.PHONY: all build run test test-deps test-k8s test-race lint fuzz bench package image chart-files mixin tools clean
 
 all: lint build test
 
@@ -100,10 +105,10 @@ bench:
 	cd bench/plot && $(GO) run . -in ../plots/cdf.json -out ../plots
 
 # .deb and .rpm into $(DIST)/ (packaging/nfpm.yaml). nfpm runs as a pinned module, outside
-# go.mod. The packaged binary reports the package version (packaging/version.sh, evaluated
-# once), so `dpkg -l`, `--version` and diskprobe_exporter_build_info agree.
+# go.mod. The packaged binary reports the package version (VERSION, from packaging/version.sh),
+# so `dpkg -l`, `--version` and diskprobe_exporter_build_info agree.
 DIST            ?= dist
-PACKAGE_VERSION ?= $(eval PACKAGE_VERSION := $$(shell packaging/version.sh))$(PACKAGE_VERSION)
+PACKAGE_VERSION ?= $(VERSION)
 NFPM            ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0
 PACKAGE_STAGE   := dist/.stage
 
@@ -129,13 +134,27 @@ package:
 # The container image as an OCI archive in $(DIST)/, built from Containerfile with no
 # container engine (packaging/image; `podman load -i` or `skopeo copy oci-archive:` it).
 # Docker or Buildah users: `make build && docker build -f Containerfile .` gives the same image.
+# The tag is the release (RELEASE), which the chart's appVersion names, so `helm install` with no
+# image.tag finds it; OCI tags can hold neither '~' nor '+', and the image's version label holds
+# VERSION. Between releases, push a development build under a tag of its own: TAG=<tag>.
 IMAGE ?= diskprobe-exporter
-TAG   ?= $(VERSION)
+TAG   ?= $(RELEASE)
 image: build
 	@mkdir -p $(DIST)
 	$(GO) run ./packaging/image -f Containerfile -context . -t '$(IMAGE):$(TAG)' \
 	  -o '$(DIST)/$(IMAGE)-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
 	@echo "image: $(DIST)/$(IMAGE)-$(TAG).oci.tar ($(IMAGE):$(TAG))"
+
+# The chart's copies of alerts/diskprobe.rules.yml and dashboards/*.json: real files, since helm
+# warns on symlinks in a chart and a chart directory copied alone (vendored, pulled) has no
+# alerts/ or dashboards/ beside it. alerts/ and dashboards/ stay the one source: edit there,
+# then run this; charts/chart_test.go fails, naming the file, when a copy has drifted.
+CHART_FILES := charts/diskprobe-exporter/files
+chart-files:
+	@mkdir -p $(CHART_FILES)/dashboards
+	rm -f $(CHART_FILES)/diskprobe.rules.yml $(CHART_FILES)/dashboards/*.json
+	install -m 0644 alerts/diskprobe.rules.yml $(CHART_FILES)/
+	install -m 0644 dashboards/*.json $(CHART_FILES)/dashboards/
 
 # mixin/out/: what mixin/mixin.libsonnet renders (rules and dashboards), with go-jsonnet.
 JSONNET ?= $(GO) run github.com/google/go-jsonnet/cmd/jsonnet@v0.21.0

@@ -20,6 +20,8 @@ require (
 	golang.org/x/time v0.16.0
 	google.golang.org/protobuf v1.36.11
 	k8s.io/api v0.34.1
+	k8s.io/client-go v0.34.1
+	k8s.io/pod-security-admission v0.34.1
 	sigs.k8s.io/yaml v1.6.0
 )
 
@@ -123,7 +125,7 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apimachinery v0.34.1 // indirect
-	k8s.io/client-go v0.34.1 // indirect
+	k8s.io/component-base v0.34.1 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect

@@ -18,9 +18,11 @@ const (
 	jobNode = "node"
 )
 
-// measurePrometheusScrape has a real Prometheus (Debian's) scrape the 64-target exporter
-// and node_exporter every second, side by side, once with default settings and once with
-// native histograms enabled, and reads back what Prometheus itself reports of each scrape:
+// measurePrometheusScrape has a real Prometheus scrape the 64-target exporter and
+// node_exporter every second, side by side, in each setting: Debian's 2.42 with default
+// settings and with native histograms, Prometheus 3 with default settings, with native
+// histograms beside the classic ones, and with classic histograms stored as native
+// histograms with custom buckets. It reads back what Prometheus itself reports of each scrape:
 // scrape_duration_seconds covers the request with Prometheus's own Accept and
 // Accept-Encoding headers, gzip and reading the whole body.
 func measurePrometheusScrape(t *testing.T, window time.Duration) []*benchkit.PromScrape {
@@ -36,20 +38,35 @@ func measurePrometheusScrape(t *testing.T, window time.Duration) []*benchkit.Pro
 	// Let the probe files be prepared and every series exist before Prometheus looks.
 	time.Sleep(20 * time.Second)
 
+	servers := testenv.PrometheusServers(t)
+	debian, v3 := servers[0], servers[1]
 	var out []*benchkit.PromScrape
 	for _, setting := range []struct {
-		name  string
-		flags []string
+		server testenv.PrometheusServer
+		name   string
+		flags  []string
+		job    []string
 	}{
-		{"default settings", nil},
-		{"--enable-feature=native-histograms", []string{"--enable-feature=native-histograms"}},
+		{server: debian, name: "default settings"},
+		{server: debian, name: "--enable-feature=native-histograms", flags: []string{"--enable-feature=native-histograms"}},
+		{server: v3, name: "default settings"},
+		// docs/metrics.md's advice for exact quantiles on Prometheus 3: native histograms, and the
+		// classic series the shipped rules and dashboards read.
+		{server: v3, name: "scrape_native_histograms + always_scrape_classic_histograms",
+			job: []string{"scrape_native_histograms: true", "always_scrape_classic_histograms: true"}},
+		// Classic buckets stored as native histograms with custom buckets: one series per
+		// histogram, but no _bucket series for the shipped rules.
+		{server: v3, name: "convert_classic_histograms_to_nhcb (text format)",
+			job: []string{"convert_classic_histograms_to_nhcb: true", "scrape_protocols: [PrometheusText0.0.4]"}},
 	} {
 		prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{
-			Jobs:  map[string]string{jobOurs: ours.addr, jobNode: node.addr},
-			Flags: setting.flags,
+			Binary:    setting.server.Bin,
+			Jobs:      map[string]string{jobOurs: ours.addr, jobNode: node.addr},
+			Flags:     setting.flags,
+			JobConfig: setting.job,
 		})
 		time.Sleep(window + 5*time.Second)
-		ps := &benchkit.PromScrape{Setting: setting.name, Window: window}
+		ps := &benchkit.PromScrape{Server: setting.server.Name, Setting: setting.name, Window: window}
 		rng := fmt.Sprintf("[%ds]", int(window.Seconds()))
 		for _, side := range []struct {
 			job string
@@ -68,8 +85,14 @@ func measurePrometheusScrape(t *testing.T, window time.Duration) []*benchkit.Pro
 			side.to.Scrapes = q(`count_over_time(scrape_duration_seconds{job=%q}` + rng + `)`)
 			side.to.Up = q(`min_over_time(up{job=%q}` + rng + `)`)
 		}
-		t.Logf("prometheus scrape (%s): diskprobe median %.2fms p90 %.2fms %v samples; node_exporter median %.2fms p90 %.2fms %v samples",
-			ps.Setting, ps.Ours.Median*1e3, ps.Ours.P90*1e3, ps.Ours.Samples, ps.Node.Median*1e3, ps.Node.P90*1e3, ps.Node.Samples)
+		// What the TSDB keeps per target: series with a target label, over the target count.
+		perTarget, err := prom.Value(fmt.Sprintf(`count({job=%q, target!=""}) / count(count by (target) ({job=%q, target!=""}))`, jobOurs, jobOurs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps.StoredSeriesPerTarget = perTarget
+		t.Logf("prometheus %s scrape (%s): diskprobe median %.2fms p90 %.2fms %v samples, %.0f series stored per target; node_exporter median %.2fms p90 %.2fms %v samples",
+			ps.Server, ps.Setting, ps.Ours.Median*1e3, ps.Ours.P90*1e3, ps.Ours.Samples, perTarget, ps.Node.Median*1e3, ps.Node.P90*1e3, ps.Node.Samples)
 		out = append(out, ps)
 	}
 	return out

@@ -43,18 +43,41 @@ var valueSets = []struct {
 	{name: "release name without diskprobe", set: []string{"fullnameOverride=node-disks"}},
 }
 
-// render runs helm template and returns the rendered documents, decoded into their API
-// types strictly: a field the type does not know is an error.
+// monitoringAPIs are the prometheus-operator kinds the chart renders only where the cluster
+// serves them (.Capabilities.APIVersions), as helm template's --api-versions names them.
+var monitoringAPIs = []string{
+	"monitoring.coreos.com/v1/ServiceMonitor",
+	"monitoring.coreos.com/v1/PodMonitor",
+	"monitoring.coreos.com/v1/PrometheusRule",
+}
+
+// render runs helm template as for a cluster with prometheus-operator's CRDs and returns the
+// rendered documents, decoded into their API types strictly: a field the type does not know
+// is an error.
 func render(t *testing.T, release string, files, set []string) *rendered {
 	t.Helper()
-	args := []string{"template", release, chartDir, "--namespace", "monitoring"}
+	args := templateArgs(release, chartDir, files, set)
+	for _, api := range monitoringAPIs {
+		args = append(args, "--api-versions", api)
+	}
+	return decode(t, helm(t, args...))
+}
+
+// templateArgs is helm template's command line for a chart, values files and --set flags.
+func templateArgs(release, chart string, files, set []string) []string {
+	args := []string{"template", release, chart, "--namespace", "monitoring"}
 	for _, f := range files {
 		args = append(args, "-f", f)
 	}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
-	out := helm(t, args...)
+	return args
+}
+
+// decode splits helm template's output into documents and decodes each strictly.
+func decode(t *testing.T, out string) *rendered {
+	t.Helper()
 	r := &rendered{configMaps: map[string]*corev1.ConfigMap{}}
 	for _, doc := range strings.Split(out, "\n---\n") {
 		var meta struct {
@@ -112,19 +135,36 @@ type rendered struct {
 
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(Helm(t), args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	stdout, _ := helmStderr(t, args...)
+	return stdout
+}
+
+// helmStderr runs helm, fails the test if it fails, and returns its stdout and stderr (where
+// its warnings go).
+func helmStderr(t *testing.T, args ...string) (stdout, stderr string) {
+	t.Helper()
+	stdout, stderr, err := helmRun(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stdout, stderr)
 	}
-	return stdout.String()
+	return stdout, stderr
+}
+
+// helmRun runs helm and returns its outputs and error, for tests that expect it to fail.
+func helmRun(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(Helm(t), args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
 }
 
 func TestChartLintsAndRendersForEveryValuesFile(t *testing.T) {
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
-			args := []string{"lint", "--strict", chartDir}
+			// The prometheus-operator objects forced: lint knows no cluster (no --api-versions).
+			args := []string{"lint", "--strict", chartDir, "--set", "serviceMonitor.forceEnable=true,prometheusRule.forceEnable=true"}
 			for _, f := range vs.files {
 				args = append(args, "-f", f)
 			}
@@ -401,12 +441,13 @@ func TestDashboardConfigMapsAreTheShippedDashboards(t *testing.T) {
 	}
 	for _, f := range files {
 		if !found[filepath.Base(f)] {
-			t.Errorf("dashboards/%s has no ConfigMap labelled grafana_dashboard: \"1\" (add its symlink in %s/files/dashboards/)", filepath.Base(f), chartDir)
+			t.Errorf("dashboards/%s has no ConfigMap labelled grafana_dashboard: \"1\" (run `make chart-files`)", filepath.Base(f))
 		}
 	}
 }
 
-// TestChartValuesDocumentEveryKey keeps values.yaml and the README's table in step.
+// TestChartValuesAreInTheReadme keeps values.yaml and the values table of docs/kubernetes.md
+// (the README's Kubernetes section until it moved there) in step.
 func TestChartValuesAreInTheReadme(t *testing.T) {
 	data, err := os.ReadFile(chartDir + "/values.yaml")
 	if err != nil {
@@ -416,13 +457,13 @@ func TestChartValuesAreInTheReadme(t *testing.T) {
 	if err := yaml.Unmarshal(data, &values); err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/kubernetes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for key := range values {
 		if !bytes.Contains(readme, []byte("`"+key)) {
-			t.Errorf("values.yaml key %q is not in README.md's Kubernetes section", key)
+			t.Errorf("values.yaml key %q is not in docs/kubernetes.md's values table", key)
 		}
 	}
 }

@@ -358,7 +358,7 @@ func TestMetricNamesComeFromTheRegisteredCollectors(t *testing.T) {
 		"diskprobe_exporter_build_info",
 	} {
 		if !names[want] {
-			t.Errorf("DESIGN.md metric %s is not registered", want)
+			t.Errorf("metric %s of the contract (docs/design.md, docs/metrics.md) is not registered", want)
 		}
 	}
 }

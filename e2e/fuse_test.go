@@ -210,7 +210,7 @@ func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 		t.Errorf("/metrics answered only %s after the start; want within 2s whatever hangs", up)
 	}
 	if code := getStatus(t, e, "/-/ready"); code != http.StatusServiceUnavailable {
-		t.Errorf("/-/ready %d while a target's path has not answered; want 503 (README: every target resolved)", code)
+		t.Errorf("/-/ready %d while a target's path has not answered; want 503 (docs/configuration.md: every target resolved)", code)
 	}
 	if code := getStatus(t, e, "/-/healthy"); code != http.StatusOK {
 		t.Errorf("/-/healthy %d; want 200", code)

@@ -122,8 +122,8 @@ func TestScrapeLoadLosesNoScrapesOrRounds(t *testing.T) {
 }
 
 // reportLoadFigures logs what the load did to the probes' figures themselves (reported,
-// not asserted: it is the host's CPU and the Go runtime's syscall exit path, see DESIGN.md
-// "Timing").
+// not asserted: it is the host's CPU and the Go runtime's syscall exit path, see
+// docs/design.md, "Timing in Go").
 func reportLoadFigures(t *testing.T, names []string, quietObs, loadObs []observation) {
 	t.Helper()
 	for _, h := range []string{"diskprobe_fdatasync_duration_seconds", "diskprobe_read_duration_seconds"} {

@@ -13,7 +13,7 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
-// A target removed by a reload leaves its probe files (README: a rename reuses them);
+// A target removed by a reload leaves its probe files (docs/configuration.md: a rename reuses them);
 // `diskprobe_exporter cleanup DIR` then removes them, and only them.
 func TestCleanupRemovesTheProbeFilesOfATargetTheReloadLeft(t *testing.T) {
 	data, probeDir := t.TempDir(), t.TempDir()
@@ -38,7 +38,7 @@ func TestCleanupRemovesTheProbeFilesOfATargetTheReloadLeft(t *testing.T) {
 	ours := filepath.Join(probeDir, ".diskprobe")
 	for _, name := range []string{"fsync.probe", "read.probe"} {
 		if _, err := os.Stat(filepath.Join(ours, name)); err != nil {
-			t.Errorf("the reload removed the dropped target's %s (the README says they stay): %v", name, err)
+			t.Errorf("the reload removed the dropped target's %s (docs/configuration.md says they stay): %v", name, err)
 		}
 	}
 	stopExporter(t, e)

@@ -21,10 +21,11 @@ import (
 )
 
 // contractBuckets are the classic bucket edges of the fdatasync and read histograms, as
-// README.md lists them, copied here so that a change to collector.LatencyBuckets cannot
-// pass unnoticed: rules and dashboards select on these `le` values. (DESIGN.md listed 18
+// docs/metrics.md lists them, copied here so that a change to collector.LatencyBuckets cannot
+// pass unnoticed: rules and dashboards select on these `le` values. (The design once had 18
 // edges for all three histograms; they were cut to these, and the write histogram to
-// native buckets only, to halve the series per target: see README.md "Metrics".)
+// native buckets only, to halve the series per target: see docs/design.md, "The metric
+// contract".)
 var contractBuckets = []float64{0.0001, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1}
 
 // histogramBuckets are the classic edges each latency histogram exposes.
@@ -68,7 +69,7 @@ func TestFdatasyncSamplesAccumulateInTheContractBuckets(t *testing.T) {
 	}
 
 	if !slices.Equal(collector.LatencyBuckets, contractBuckets) {
-		t.Errorf("collector.LatencyBuckets = %v, README.md lists %v", collector.LatencyBuckets, contractBuckets)
+		t.Errorf("collector.LatencyBuckets = %v, docs/metrics.md lists %v", collector.LatencyBuckets, contractBuckets)
 	}
 	for _, name := range latencyHistograms {
 		fam, ok := f[name]
@@ -84,7 +85,7 @@ func TestFdatasyncSamplesAccumulateInTheContractBuckets(t *testing.T) {
 			}
 		}
 		if !slices.Equal(edges, histogramBuckets[name]) {
-			t.Errorf("%s has bucket edges %v; README.md lists %v", name, edges, histogramBuckets[name])
+			t.Errorf("%s has bucket edges %v; docs/metrics.md lists %v", name, edges, histogramBuckets[name])
 		}
 		if n := len(h.GetBucket()); n > 0 && h.GetBucket()[n-1].GetCumulativeCount() > h.GetSampleCount() {
 			t.Errorf("%s: last bucket counts more than the histogram", name)

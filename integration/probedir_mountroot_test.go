@@ -111,7 +111,7 @@ func TestProbeDirRefusalsSuggestAnAcceptedDirectory(t *testing.T) {
 	if err := os.Remove(filepath.Join(mnt, config.ProbeDirName, "deeper")); err != nil {
 		t.Fatal(err)
 	}
-	// The packaged unit's layout (README): the directory under the mount point, bind-mounted
+	// The packaged unit's layout (docs/install.md): the directory under the mount point, bind-mounted
 	// beside it, where a user that cannot enter etcd's 0700 directory reaches it.
 	bindBeside := filepath.Join(elsewhere, "diskprobe-etcd")
 	if err := os.Mkdir(bindBeside, 0o700); err != nil {

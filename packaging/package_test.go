@@ -166,30 +166,17 @@ func TestServiceUnitExposureIsAtMost2(t *testing.T) {
 	}
 }
 
-// TestPackageVersionsSortLikeReleases checks packaging/version.sh on scratch repositories:
-// every form it prints must be a version dpkg and rpm accept, in release order.
+// TestPackageVersionsSortLikeReleases checks packaging/version.sh on scratch repositories,
+// without a VERSION file and with one naming the next release: every form it prints must be
+// a version dpkg and rpm accept, in release order.
 func TestPackageVersionsSortLikeReleases(t *testing.T) {
 	needCommands(t, "git")
-	script := filepath.Join(repoRoot(t), "packaging", "version.sh")
-	repo := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(repo, "packaging"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	body, err := os.ReadFile(script)
+	body, err := os.ReadFile(filepath.Join(repoRoot(t), "packaging", "version.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(repo, "packaging", "version.sh"), body, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git := func(args ...string) {
-		t.Helper()
-		run(t, repo, time.Minute, "git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com"}, args...)...)
-	}
-	version := func() string {
-		t.Helper()
-		return strings.TrimSpace(run(t, repo, time.Minute, "sh", "packaging/version.sh"))
-	}
+
+	repo, git, version := scratchRepo(t, body)
 	git("init", "-q")
 	git("add", "packaging")
 	git("commit", "-q", "-m", "one")
@@ -204,28 +191,98 @@ func TestPackageVersionsSortLikeReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirty := version()
-
-	for _, c := range []struct{ got, want string }{
+	checkVersions(t, repo, []versionCase{
 		{untagged, `^0\.0\.0~git1\.[0-9a-f]{7,}$`},
 		{release, `^1\.2\.3$`},
 		{after, `^1\.2\.3\+git1\.[0-9a-f]{7,}$`},
 		{rc, `^1\.3\.0~rc\.1$`},
 		{dirty, `^1\.3\.0~rc\.1\.dirty$`},
-	} {
+	}, []string{untagged, release, after, rc, "1.3.0"})
+
+	// The release process: VERSION holds the next release; tag v$(cat VERSION); bump VERSION.
+	repo, git, version = scratchRepo(t, body)
+	writeVersion := func(v string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(repo, "VERSION"), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		git("add", "VERSION")
+		git("commit", "-q", "--allow-empty", "-m", "VERSION "+v)
+	}
+	git("init", "-q")
+	git("add", "packaging")
+	writeVersion("1.2.3")
+	beforeFirst := version()
+	git("tag", "v1.2.3")
+	first := version()
+	git("commit", "-q", "--allow-empty", "-m", "not bumped yet")
+	notBumped := version()
+	writeVersion("1.3.0")
+	next := version()
+	git("tag", "v1.3.0-rc.1")
+	nextRC := version()
+	git("commit", "-q", "--allow-empty", "-m", "after the rc")
+	afterRC := version()
+	git("tag", "v1.3.0")
+	second := version()
+	if err := os.Remove(filepath.Join(repo, ".git", "HEAD")); err != nil { // no longer a git checkout
+		t.Fatal(err)
+	}
+	tarball := version()
+	checkVersions(t, repo, []versionCase{
+		{beforeFirst, `^1\.2\.3~git1\.[0-9a-f]{7,}$`},
+		{first, `^1\.2\.3$`},
+		{notBumped, `^1\.2\.3\+git1\.[0-9a-f]{7,}$`},
+		{next, `^1\.3\.0~git2\.[0-9a-f]{7,}$`},
+		{nextRC, `^1\.3\.0~rc\.1$`},
+		{afterRC, `^1\.3\.0~rc\.1\+git1\.[0-9a-f]{7,}$`},
+		{second, `^1\.3\.0$`},
+		{tarball, `^1\.3\.0$`},
+	}, []string{beforeFirst, first, notBumped, next, nextRC, afterRC, second})
+}
+
+// scratchRepo makes a directory holding packaging/version.sh (body) and returns it, a git
+// runner in it and a call of the script.
+func scratchRepo(t *testing.T, body []byte) (repo string, git func(...string), version func() string) {
+	t.Helper()
+	repo = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(repo, "packaging"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "packaging", "version.sh"), body, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git = func(args ...string) {
+		t.Helper()
+		run(t, repo, time.Minute, "git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com"}, args...)...)
+	}
+	version = func() string {
+		t.Helper()
+		return strings.TrimSpace(run(t, repo, time.Minute, "sh", "packaging/version.sh"))
+	}
+	return repo, git, version
+}
+
+type versionCase struct{ got, want string }
+
+// checkVersions matches each printed version against its pattern and checks that dpkg and
+// rpm order ordered as listed.
+func checkVersions(t *testing.T, dir string, cases []versionCase, ordered []string) {
+	t.Helper()
+	for _, c := range cases {
 		if !regexp.MustCompile(c.want).MatchString(c.got) {
 			t.Errorf("version.sh printed %q, want %s", c.got, c.want)
 		}
 	}
-	ordered := []string{untagged, release, after, rc, "1.3.0"}
 	for i := 1; i < len(ordered); i++ {
 		lo, hi := ordered[i-1], ordered[i]
 		if _, err := exec.LookPath("dpkg"); err == nil {
-			if out, err := runErr(repo, time.Minute, nil, "dpkg", "--compare-versions", lo, "lt", hi); err != nil {
+			if out, err := runErr(dir, time.Minute, nil, "dpkg", "--compare-versions", lo, "lt", hi); err != nil {
 				t.Errorf("dpkg does not order %s < %s: %v %s", lo, hi, err, out)
 			}
 		}
 		if _, err := exec.LookPath("rpm"); err == nil {
-			out, err := runErr(repo, time.Minute, nil, "rpm", "--eval", fmt.Sprintf(`%%{lua: print(rpm.vercmp(%q, %q))}`, lo, hi))
+			out, err := runErr(dir, time.Minute, nil, "rpm", "--eval", fmt.Sprintf(`%%{lua: print(rpm.vercmp(%q, %q))}`, lo, hi))
 			if err != nil || strings.TrimSpace(out) != "-1" {
 				t.Errorf("rpm does not order %s < %s: got %q %v", lo, hi, out, err)
 			}
@@ -671,6 +728,7 @@ func checkManPage(t *testing.T) {
 		!bytes.Contains(page, []byte("\n.SH \"NAME\"\ndiskprobe_exporter \\- ")) || bytes.Contains(page, []byte("build user")) {
 		t.Errorf("man page is not the kingpin --help-man output (%v):\n%.300s", err, page)
 	}
+	checkManPageSections(t, repoRoot(t), page)
 }
 
 // checkProbeFiles checks that the exporter, running as the unit's user with UMask=0077,

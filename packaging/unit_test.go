@@ -9,7 +9,7 @@ import (
 )
 
 // TestUnitStopTimeoutCoversTheExporterShutdown: without TimeoutStopSec systemd waits its
-// default 90 s after SIGTERM, where the README promises an exit within a few seconds. The
+// default 90 s after SIGTERM, where docs/configuration.md promises an exit within a few seconds. The
 // unit's timeout must leave the exporter the time it promises (systemd would SIGKILL an
 // exporter keeping its promise) and be well under the default.
 func TestUnitStopTimeoutCoversTheExporterShutdown(t *testing.T) {
@@ -18,7 +18,7 @@ func TestUnitStopTimeoutCoversTheExporterShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,12 +28,12 @@ func TestUnitStopTimeoutCoversTheExporterShutdown(t *testing.T) {
 	}
 	p := regexp.MustCompile(`exit within (\d+) s`).FindSubmatch(readme)
 	if p == nil {
-		t.Fatal(`README.md no longer says "exit within N s" after SIGTERM: update this test`)
+		t.Fatal(`docs/configuration.md no longer says "exit within N s" after SIGTERM: update this test`)
 	}
 	timeout, _ := strconv.Atoi(string(m[1]))
 	promise, _ := strconv.Atoi(string(p[1]))
-	t.Logf("TimeoutStopSec %ds, the README's promise %ds", timeout, promise)
+	t.Logf("TimeoutStopSec %ds, the documented promise %ds", timeout, promise)
 	if 2*timeout < 3*promise || timeout >= 90 {
-		t.Errorf("TimeoutStopSec=%ds: want at least 1.5 × the README's %d s (margin for a loaded host) and under systemd's default 90 s", timeout, promise)
+		t.Errorf("TimeoutStopSec=%ds: want at least 1.5 × the documented %d s (margin for a loaded host) and under systemd's default 90 s", timeout, promise)
 	}
 }

@@ -228,7 +228,7 @@ func (r *Report) rows() []Row {
 	}
 	for _, p := range r.PromScrape {
 		ratio := p.Ours.Median / p.Node.Median
-		rows = append(rows, Row{Figure: "Prometheus's scrape_duration_seconds, 64 targets, against node_exporter (" + p.Setting + ")",
+		rows = append(rows, Row{Figure: "Prometheus " + p.Server + "'s scrape_duration_seconds, 64 targets, against node_exporter (" + p.Setting + ")",
 			Value: fmt.Sprintf("%.2f× (medians %s vs %s)", ratio, Dur(p.Ours.Median*1e9), Dur(p.Node.Median*1e9)),
 			Goal:  "no longer (≤ 1×)", Met: ratio <= 1, Where: "promscrape"})
 	}
@@ -416,7 +416,7 @@ func (r *Report) Markdown() string {
 		w("histograms are per-target children resolved once and observed with atomics; the scrape reads\n")
 		w("them and the in-flight ages (an atomic per target) without taking any lock a worker holds. The\n")
 		w("only lock shared by targets is the per-disk one, which serialises probes on the same device by\n")
-		w("design (DESIGN.md: probes on targets that share a device never overlap).\n")
+		w("design (docs/design.md: probes on targets that share a device never overlap).\n")
 	}
 	if r.Queue != nil {
 		r.Queue.markdown(w)
@@ -621,9 +621,12 @@ func (r *Report) WritePlotData(path string) error {
 // PromScrape is what a real Prometheus reports of scraping the 64-target exporter and
 // node_exporter side by side, in one setting.
 type PromScrape struct {
+	Server     string // the Prometheus version, e.g. 2.42.0 or 3.16.0
 	Setting    string
 	Window     time.Duration
 	Ours, Node ScrapeSeen
+	// StoredSeriesPerTarget: series with a target label in Prometheus's TSDB, per target.
+	StoredSeriesPerTarget float64
 }
 
 // ScrapeSeen is one job's scrape_duration_seconds (seconds) and scrape_samples_scraped.
@@ -637,18 +640,22 @@ type ScrapeSeen struct {
 // promScrapeMarkdown renders what Prometheus itself reported of the scrapes.
 func (r *Report) promScrapeMarkdown(w func(string, ...any), s *Scale) {
 	w("\n### What Prometheus sees\n<a id=\"promscrape\"></a>\n\n")
-	w("The figure that counts: Debian's Prometheus (`%s`) scraping the 64-target exporter above (a fresh\n", r.Machine.Prometheus)
+	w("The figure that counts: a real Prometheus — Debian's (`%s`) and Prometheus 3 built from the\n", r.Machine.Prometheus)
+	w("Go module proxy (scripts/tools.sh) — scraping the 64-target exporter above (a fresh\n")
 	w("one on its own loop ext4) and node_exporter side by side, every second (timeout 1 s), for\n")
 	w("%s per setting, after a 20 s warm-up; then `quantile_over_time` of its own\n", r.PromScrape[0].Window)
 	w("`scrape_duration_seconds` and `max_over_time(scrape_samples_scraped)` through its HTTP API.\n")
 	w("Prometheus's figure spans the request with its own Accept and Accept-Encoding headers, the\n")
 	w("exporter's work, gzip, reading and decompressing the body, parsing it and appending every sample,\n")
 	w("so what it costs grows with the series an exporter exposes. With native histograms enabled it asks\n")
-	w("for protobuf and stores each histogram as one native sample.\n\n")
+	w("for protobuf and stores each histogram as one native sample. With\n")
+	w("`convert_classic_histograms_to_nhcb` it stores the classic buckets as one native histogram with\n")
+	w("custom buckets: fewest series, but no `_bucket` series, which the shipped rules and dashboards read.\n")
+	w("\"Series stored per target\" counts what Prometheus's TSDB holds with a `target` label, per target.\n\n")
 	w("Command (alone): `DISKPROBE_BENCH_PROMSCRAPE=1 go test ./bench -run '^TestPrometheusScrape$' -count=1 -v` (root)\n\n")
-	w("| setting | diskprobe_exporter median | p90 | samples per scrape | node_exporter median | p90 | samples per scrape | ratio of medians |\n|---|---|---|---|---|---|---|---|\n")
+	w("| Prometheus | setting | diskprobe_exporter median | p90 | samples per scrape | series stored per target | node_exporter median | p90 | samples per scrape | ratio of medians |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range r.PromScrape {
-		w("| %s | %s | %s | %.0f | %s | %s | %.0f | %.2f× |\n", p.Setting, Dur(p.Ours.Median*1e9), Dur(p.Ours.P90*1e9), p.Ours.Samples,
+		w("| %s | %s | %s | %s | %.0f | %.0f | %s | %s | %.0f | %.2f× |\n", p.Server, p.Setting, Dur(p.Ours.Median*1e9), Dur(p.Ours.P90*1e9), p.Ours.Samples, p.StoredSeriesPerTarget,
 			Dur(p.Node.Median*1e9), Dur(p.Node.P90*1e9), p.Node.Samples, p.Ours.Median/p.Node.Median)
 	}
 	w("\nSeries per target (sample lines with a `target` label): %d for a target with the default probes\n", s.TargetSeriesDefault)
@@ -656,7 +663,7 @@ func (r *Report) promScrapeMarkdown(w func(string, ...any), s *Scale) {
 	w("Before the cut (classic buckets 25 µs … 10 s on all three histograms, every skip reason exposed\n")
 	w("at 0, OpenMetrics) the same default target exposed 96, and Prometheus counted 5,423 samples per\n")
 	w("64-target scrape (12.45 ms against node_exporter's 8.22 ms in a run of this test at commit 8bd5f9b);\n")
-	w("README.md \"Metrics\" says what was cut and why.\n")
+	w("docs/metrics.md says what was cut and why.\n")
 }
 
 // sameEtcdBucket: both values fall between the same two of etcd's bucket edges.

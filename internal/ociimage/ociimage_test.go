@@ -9,7 +9,7 @@ import (
 )
 
 // TestContainerfileIsWhatMakeImageBuilds: the shipped Containerfile parses into the image
-// the chart and README describe, and the image built from it carries that configuration.
+// the chart and docs/kubernetes.md describe, and the image built from it carries that configuration.
 func TestContainerfileIsWhatMakeImageBuilds(t *testing.T) {
 	spec, err := Parse("../../Containerfile", map[string]string{"VERSION": "1.2.3", "REVISION": "abc"})
 	if err != nil {

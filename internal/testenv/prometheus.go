@@ -29,6 +29,9 @@ type PrometheusOptions struct {
 	Interval time.Duration     // scrape and evaluation interval (default 1s); the scrape timeout equals it
 	Flags    []string          // extra command-line flags, e.g. --enable-feature=native-histograms
 	Binary   string            // the prometheus to run (a PrometheusServer's Bin); default: Debian's
+	// JobConfig are YAML lines added to every job's scrape config, e.g.
+	// "scrape_native_histograms: true" (Prometheus 3).
+	JobConfig []string
 }
 
 // StartPrometheus runs a prometheus (Debian's unless opts.Binary names another) on a free loopback port with its storage in a
@@ -54,6 +57,9 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 	sort.Strings(jobs)
 	for _, job := range jobs {
 		fmt.Fprintf(&cfg, "  - job_name: %q\n    static_configs:\n      - targets: [%q]\n", job, opts.Jobs[job])
+		for _, line := range opts.JobConfig {
+			fmt.Fprintf(&cfg, "    %s\n", line)
+		}
 	}
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "prometheus.yml")

@@ -53,6 +53,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* "true" when a prometheus-operator object is to be rendered: enabled and its kind served by
+     the cluster (.Capabilities: helm install/upgrade ask the API server; helm template knows only
+     what --api-versions names), or forceEnable. Without the CRDs, applying one fails the whole
+     install with "no matches for kind". Arguments: (list $ .Values.<object> "<Kind>"). */}}
+{{- define "diskprobe-exporter.monitoringObject" -}}
+{{- $root := index . 0 }}{{- $v := index . 1 }}{{- $kind := index . 2 }}
+{{- or $v.forceEnable (and $v.enabled ($root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" $kind))) }}
+{{- end }}
+
 {{/* A volume name for a host path. */}}
 {{- define "diskprobe-exporter.volumeName" -}}
 {{- printf "host-%s" (sha256sum . | trunc 10) }}
