@@ -22,7 +22,7 @@ LDFLAGS     := -s -w \
 LISTEN      ?= :10052
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build run test test-deps test-race lint fuzz bench package image chart-files mixin tools clean
+.PHONY: all build run test test-deps test-k8s test-race lint fuzz bench package image chart-files mixin tools clean
 
 all: lint build test
 
@@ -40,7 +40,7 @@ run: build
 # per machine, reused by every clone. The tests then fail, not skip, when one is missing.
 test-deps:
 	@scripts/ensure-deps.sh
-	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus >/dev/null; fi
+	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator >/dev/null; fi
 TOOLS_REQUIRED := $(shell [ "$$(id -u)" -eq 0 ] && echo 1)
 
 # Everything: the race tier, lint, unit tests, root-only kernel tests (loop devices, fsfreeze,
@@ -49,6 +49,17 @@ TOOLS_REQUIRED := $(shell [ "$$(id -u)" -eq 0 ] && echo 1)
 test: test-deps test-race lint
 	$(GO) mod tidy -diff
 	DISKPROBE_TOOLS_REQUIRED=$(TOOLS_REQUIRED) $(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# The Kubernetes tier alone (root): a single-node Kubernetes v1.34.1 brought up on this machine
+# per package (internal/k8senv) and the chart installed on it with the image make image builds
+# (charts/cluster). make test runs the same packages among ./...
+K8S_PKGS ?= ./internal/k8senv ./charts/cluster
+test-k8s:
+	@if [ "$$(id -u)" -ne 0 ]; then \
+	  echo "make test-k8s: must run as root (it runs a kubelet, containerd, loop devices and mounts)" >&2; exit 1; fi
+	@scripts/ensure-deps.sh
+	@scripts/tools.sh k8s prometheus-operator >/dev/null
+	DISKPROBE_TOOLS_REQUIRED=1 $(GO) test -p 1 -count=1 -timeout 30m -v $(K8S_PKGS)
 
 # The packages whose tests need no root, under the race detector: the lock-free code (the
 # latency histogram, the scheduler's snapshot, the in-flight atomics) and whatever shares

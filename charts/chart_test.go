@@ -6,14 +6,12 @@ package charts
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -23,45 +21,13 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 const chartDir = "diskprobe-exporter"
 
-// helmVersion is the helm the tests run, built once from its module (no download of a
-// prebuilt binary).
-const helmVersion = "v3.19.0"
-
-var (
-	helmOnce sync.Once
-	helmBin  string
-	helmErr  error
-)
-
-// Helm builds helm once per machine into the user cache directory and returns its path.
-func Helm(t testing.TB) string {
-	t.Helper()
-	helmOnce.Do(func() {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			helmErr = err
-			return
-		}
-		dir := filepath.Join(cache, "diskprobe_exporter", "helm-"+helmVersion)
-		helmBin = filepath.Join(dir, "helm")
-		if _, err := os.Stat(helmBin); err == nil {
-			return
-		}
-		cmd := exec.Command("go", "install", "helm.sh/helm/v3/cmd/helm@"+helmVersion)
-		cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			helmErr = fmt.Errorf("go install helm %s: %v\n%s", helmVersion, err, out)
-		}
-	})
-	if helmErr != nil {
-		t.Fatal(helmErr)
-	}
-	return helmBin
-}
+// Helm is the helm the chart tests run (internal/testenv builds it once per machine).
+func Helm(t testing.TB) string { return testenv.Helm(t) }
 
 // valueSets are the configurations the chart is tested with: values files passed to helm
 // with -f, and extra --set flags.

@@ -3,7 +3,7 @@
 # As root it runs apt-get; otherwise it names the packages and fails, so nothing is half set up.
 set -euo pipefail
 
-# command -> Debian package that provides it
+# command (or absolute path) -> Debian package that provides it
 declare -A need=(
   [fio]=fio
   [promtool]=prometheus
@@ -21,6 +21,13 @@ declare -A need=(
   [etcdctl]=etcd-client
   [podman]=podman
   [runc]=runc
+  # The Kubernetes test tier (internal/k8senv): a private containerd, the CNI plugins.
+  [containerd]=containerd
+  [ctr]=containerd
+  [/usr/lib/cni/bridge]=containernetworking-plugins
+  [/usr/lib/cni/host-local]=containernetworking-plugins
+  [/usr/lib/cni/loopback]=containernetworking-plugins
+  [iptables]=iptables
 )
 for extra in "$@"; do need[${extra%%=*}]=${extra#*=}; done
 
