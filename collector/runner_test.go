@@ -353,6 +353,7 @@ func TestMetricNamesComeFromTheRegisteredCollectors(t *testing.T) {
 		"diskprobe_probe_runs_total", "diskprobe_probe_errors_total", "diskprobe_probe_skipped_total",
 		"diskprobe_probe_last_success_timestamp_seconds", "diskprobe_probe_inflight_seconds",
 		"diskprobe_probe_io_operations_total", "diskprobe_probe_io_bytes_total",
+		"diskprobe_probe_cpu_wait_seconds_total",
 		"diskprobe_device_busy_ratio", "diskprobe_device_other_iops", "diskprobe_target_info",
 		"diskprobe_config_last_reload_successful", "diskprobe_config_last_reload_success_timestamp_seconds",
 		"diskprobe_exporter_build_info",

@@ -34,6 +34,7 @@ type Fsync struct {
 	buf  []byte
 	rng  *rand.ChaCha8
 	settler
+	cpu cpuClock
 }
 
 // NewFsync checks the probe directory; the file itself is created by the first round.
@@ -59,6 +60,14 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 
 // Round does opts.Ops write+fdatasync pairs.
 func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
+	p.cpu.bind()
+	defer p.cpu.release()
+	res, err := p.round(ctx, env)
+	res.CPUWaitKnown = p.cpu.known()
+	return res, err
+}
+
+func (p *Fsync) round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if p.opts.MinFree > 0 {
 		free, err := freeBytes(env.Inflight, p.opts.Dir)
@@ -88,10 +97,12 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 
 // writeAndSync does one operation. The timed region holds nothing but the two system
 // calls between the clock reads (ignoringEINTR says how a retried call is timed); the
-// data is made before the clock starts.
+// data is made before the clock starts, and the thread's CPU wait is read outside it,
+// once around the pair.
 func (p *Fsync) writeAndSync(env *Env, res *Result) error {
 	p.rng.Read(p.buf)
 	p.settle()
+	waited := p.cpu.before()
 	var n int
 	var t1, t2 time.Time
 	t0 := time.Now()
@@ -115,6 +126,7 @@ func (p *Fsync) writeAndSync(env *Env, res *Result) error {
 		return err
 	})
 	env.Inflight.end()
+	waited = p.cpu.after() - waited
 	// A failed fdatasync is observed too, in the same histogram, as etcd observes
 	// wal_fsync before it returns the error: one that failed after 30 s is the sick disk
 	// the histogram is there to show, and a separate series would hide it from every
@@ -125,6 +137,7 @@ func (p *Fsync) writeAndSync(env *Env, res *Result) error {
 	res.Ops++
 	res.Bytes += int64(n)
 	res.IO += t2.Sub(t0)
+	res.CPUWait += max(waited, 0)
 	if err != nil {
 		// After a failed fdatasync the file's state is unknown: the kernel may have
 		// dropped the dirty pages and cleared the error, so a second fdatasync would
@@ -169,6 +182,7 @@ func (p *Fsync) ensureRoom(env *Env) error {
 
 // Close closes the file; it stays on disk for the next start to replace.
 func (p *Fsync) Close() error {
+	p.cpu.closeFD()
 	if p.f == nil {
 		return nil
 	}

@@ -33,6 +33,12 @@ type Result struct {
 	Ops   int           // operations done (a write with its fdatasync is one)
 	Bytes int64         // bytes read or written
 	IO    time.Duration // time spent inside the timed system calls
+	// CPUWait is how long the OS thread that made the timed calls spent runnable but
+	// waiting for a CPU across them (its schedstat run_delay, read just before and just
+	// after each timed region, outside it), for the operations that were observed. Only
+	// when CPUWaitKnown: the kernel reports it and every reading of the round succeeded.
+	CPUWait      time.Duration
+	CPUWaitKnown bool
 }
 
 // Budget is the target's rate limit: an operation waits here before it touches the disk.

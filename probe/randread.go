@@ -19,6 +19,7 @@ type Randread struct {
 	buf []byte
 	rng *rand.Rand
 	settler
+	cpu cpuClock
 }
 
 // NewRandread reads src; it checks the block size against the O_DIRECT alignment.
@@ -35,6 +36,14 @@ func NewRandread(src *ReadSource, ops, blockSize int) (*Randread, error) {
 
 // Round does the configured number of random reads.
 func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
+	p.cpu.bind()
+	defer p.cpu.release()
+	res, err := p.round(ctx, env)
+	res.CPUWaitKnown = p.cpu.known()
+	return res, err
+}
+
+func (p *Randread) round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if !p.src.ready(env.Inflight) {
 		return res, ErrNotPrepared
@@ -43,7 +52,7 @@ func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
 		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
 			return res, err
 		}
-		d, err := p.readAt(env.Inflight, p.src.randomOffset(p.rng, int64(len(p.buf))))
+		d, waited, err := p.readAt(env.Inflight, p.src.randomOffset(p.rng, int64(len(p.buf))))
 		if err != nil {
 			return res, err
 		}
@@ -51,33 +60,37 @@ func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
 		res.Ops++
 		res.Bytes += int64(len(p.buf))
 		res.IO += d
+		res.CPUWait += waited
 	}
 	return res, nil
 }
 
-func (p *Randread) readAt(inflight *Inflight, off int64) (time.Duration, error) {
+// readAt is one timed read, and the thread's CPU wait around it, read outside it.
+func (p *Randread) readAt(inflight *Inflight, off int64) (d, waited time.Duration, err error) {
 	p.settle()
+	waited = p.cpu.before()
 	var n int
-	var d time.Duration
 	t0 := time.Now()
 	inflight.begin(t0)
-	err := ignoringEINTR(func() (err error) {
+	err = ignoringEINTR(func() (err error) {
 		n, err = unix.Pread(p.src.fd, p.buf, off)
 		d = time.Since(t0)
 		return err
 	})
 	inflight.end()
+	waited = max(p.cpu.after()-waited, 0)
 	if err == nil && n != len(p.buf) {
 		err = p.src.shortRead(n, len(p.buf))
 	}
 	if err != nil {
-		return 0, &os.PathError{Op: "read", Path: p.src.path, Err: err}
+		return 0, 0, &os.PathError{Op: "read", Path: p.src.path, Err: err}
 	}
-	return d, nil
+	return d, waited, nil
 }
 
 // Close frees the buffer; the source is closed by its owner.
 func (p *Randread) Close() error {
+	p.cpu.closeFD()
 	freeBuffer(p.buf)
 	p.buf = nil
 	return nil

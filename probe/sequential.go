@@ -20,6 +20,7 @@ type Seqread struct {
 	blockSize int
 	rng       *rand.Rand
 	settler
+	cpu cpuClock
 }
 
 // NewSeqread reads src.
@@ -33,6 +34,14 @@ func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
 // Round reads the configured number of bytes. The buffer lives for the round only: a
 // 1 MiB block per target would otherwise stay resident between rounds minutes apart.
 func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
+	p.cpu.bind()
+	defer p.cpu.release()
+	res, err := p.round(ctx, env)
+	res.CPUWaitKnown = p.cpu.known()
+	return res, err
+}
+
+func (p *Seqread) round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if !p.src.ready(env.Inflight) {
 		return res, ErrNotPrepared
@@ -52,6 +61,7 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 			off = p.src.firstBlock(bs)
 		}
 		p.settle()
+		waited := p.cpu.before()
 		var n int
 		var d time.Duration
 		t0 := time.Now()
@@ -62,6 +72,7 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 			return err
 		})
 		env.Inflight.end()
+		waited = p.cpu.after() - waited
 		if err == nil && n != len(buf) {
 			err = p.src.shortRead(n, len(buf))
 		}
@@ -73,12 +84,16 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 		res.Ops++
 		res.Bytes += bs
 		res.IO += d
+		res.CPUWait += max(waited, 0)
 	}
 	return res, nil
 }
 
-// Close has nothing to release: the source is closed by its owner.
-func (p *Seqread) Close() error { return nil }
+// Close releases nothing of the source, which its owner closes.
+func (p *Seqread) Close() error {
+	p.cpu.closeFD()
+	return nil
+}
 
 // Seqwrite writes `bytes` in block_size O_DIRECT writes into its own file, sequentially
 // from a random aligned offset, and ends with one fdatasync inside the timing. It only
@@ -94,6 +109,7 @@ type Seqwrite struct {
 	rng       *rand.Rand
 	fill      *rand.ChaCha8
 	settler
+	cpu cpuClock
 }
 
 // NewSeqwrite prepares the probe directory; the file is created by the first round.
@@ -114,6 +130,14 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 
 // Round writes the configured number of bytes and fdatasyncs.
 func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
+	p.cpu.bind()
+	defer p.cpu.release()
+	res, err := p.round(ctx, env)
+	res.CPUWaitKnown = p.cpu.known()
+	return res, err
+}
+
+func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if p.fd >= 0 && !stillLinked(env.Inflight, p.fd) {
 		_ = p.Close() // the directory was replaced: start a new file in the new one
@@ -159,6 +183,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		}
 		p.fill.Read(buf)
 		p.settle()
+		waited := p.cpu.before()
 		var n int
 		var d time.Duration
 		t0 := time.Now()
@@ -169,6 +194,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 			return err
 		})
 		env.Inflight.end()
+		waited = p.cpu.after() - waited
 		if err == nil && n != len(buf) {
 			err = fmt.Errorf("short write at offset %d: %d of %d bytes", off, n, len(buf))
 		}
@@ -179,8 +205,10 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		res.Ops++
 		res.Bytes += bs
 		res.IO += d
+		res.CPUWait += max(waited, 0)
 	}
 	p.settle()
+	waited := p.cpu.before()
 	var d time.Duration
 	t0 := time.Now()
 	env.Inflight.begin(t0)
@@ -190,11 +218,13 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		return err
 	})
 	env.Inflight.end()
+	waited = p.cpu.after() - waited
 	if err != nil {
 		_ = p.Close() // the file's state is unknown: the next round starts a fresh one (see Fsync.writeAndSync)
 		return res, &os.PathError{Op: "fdatasync", Path: p.path, Err: err}
 	}
 	res.IO += d
+	res.CPUWait += max(waited, 0)
 	return res, nil
 }
 
@@ -232,6 +262,7 @@ func (p *Seqwrite) open(env *Env) error {
 
 // Close closes the file.
 func (p *Seqwrite) Close() error {
+	p.cpu.closeFD()
 	if p.fd >= 0 {
 		_ = unix.Close(p.fd)
 		p.fd = -1
