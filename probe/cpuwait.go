@@ -15,97 +15,146 @@ import (
 // variable for the tests of kernels that lack it.
 var schedstatPath = "/proc/thread-self/schedstat"
 
-// reuseWithin is how recent the last reading of run_delay must be to stand for the
-// reading before a timed call. run_delay grows only when the thread gets a CPU back after
-// waiting for one, by the length of that wait, so between two readings less than
-// reuseWithin apart it cannot have grown by more than reuseWithin. Between back-to-back
-// operations (a round within its budget's burst) the thread runs a few microseconds of Go
-// and makes no system call, so the reading after one operation is the reading before the
-// next: one pread per operation instead of two. A pread of schedstat costs 2.1 µs of CPU
-// on the 2-CPU VM of BENCHMARKS.md (PTI makes every system call cost 1.2 µs there), which
-// was 3.4 % of a 4 KiB random read's CPU: two per operation would have been 7 %.
-const reuseWithin = 20 * time.Microsecond
-
 // cpuClock reads how long the OS thread making a probe's timed calls waited for a CPU
-// while it made them, from that thread's schedstat. A probe's timed region includes
-// getting back onto a CPU after the system call returns, as etcd's wal_fsync does: on a
-// host whose CPUs are saturated that wait, not the disk, is the latency. The readings are
-// taken outside the timed region, just before it starts and just after it ends.
+// while it made them, from that thread's schedstat run_delay. A probe's timed region
+// includes getting back onto a CPU after the system call returns, as etcd's wal_fsync
+// does: on a host whose CPUs are saturated that wait, not the disk, is the latency.
 //
-// A round runs locked to one OS thread (bind), so that every timed call of the round and
-// every reading are the same thread's: the daemon's worker goroutine is not locked
-// between rounds, and a goroutine may otherwise come back from a blocking call or a
-// Gosched on another thread. The descriptor is opened on the thread of the round that
-// first needs it and kept while rounds run on that thread: a goroutine that does not
-// block between rounds stays on it; otherwise the next round reopens it.
+// Reading it costs a system call, and on the 2-CPU VM of BENCHMARKS.md (PTI: every
+// system call flushes the TLB) one more system call per operation cost 8 % of a 4 KiB
+// random read's CPU and, with the round locked to its thread, 13 % of a write+fdatasync's
+// (each Gosched of a locked goroutine hands its thread over twice): one reading before and
+// one after each timed call was out of the question. So run_delay is read at the ends of
+// segments: a segment opens just before a timed call (begin) and stays open over the
+// operations that follow back to back, through the few microseconds of Go between them
+// (observing the samples, filling the next buffer); it closes (pause) before anything
+// that can make the thread wait outside the timed calls: a yield to the Go scheduler (the
+// settler's), a rate limit without a token, cutting a new file, the end of the round.
+// What the count can hold beyond the timed calls is a preemption of the thread while it
+// ran that Go between two operations: a few microseconds of each operation's 60 µs of
+// CPU (2 µs of 4 KiB-read CPU), so a few per cent of the wait, counted, never hidden.
+//
+// A round runs locked to one OS thread (bind), except around the settler's yield, after
+// which the thread is asked again: the daemon's worker goroutine is not locked between
+// rounds, and a goroutine may come back from a blocking call or a yield on another
+// thread. Descriptors are kept per thread (a Go process has few), so a goroutine that
+// moves between a few threads does not reopen one each time.
 type cpuClock struct {
-	open   bool // fd is schedstatPath as opened on thread tid
-	fd     int
-	tid    int
-	broken bool          // a reading failed this round: the round's CPU wait is unknown
-	off    bool          // the kernel does not report run_delay (see checkSchedstat): never asked again
-	last   time.Duration // run_delay at the last reading
-	lastAt time.Time     // when that reading was taken; zero: none this round
-	buf    [64]byte
+	fds    []threadFD
+	fd     int  // the descriptor of the current thread; valid when !broken && !off
+	broken bool // a reading failed this round: the round's CPU wait is unknown
+	off    bool // the kernel does not report run_delay (see unsupported): never asked again
+
+	inSegment bool
+	start     time.Duration // run_delay when the open segment began
+	waited    time.Duration // closed segments of this round
+	buf       [64]byte
 }
 
-// bind locks the calling goroutine to its OS thread for the round and makes sure the
-// descriptor is that thread's. Every bind is followed by one release.
+type threadFD struct{ tid, fd int }
+
+// bind starts a round: it locks the calling goroutine to its OS thread and finds that
+// thread's descriptor. Every bind is followed by one release.
 func (c *cpuClock) bind() {
 	runtime.LockOSThread()
-	c.broken, c.lastAt = false, time.Time{}
+	c.broken, c.inSegment, c.waited = false, false, 0
+	c.onThread()
+}
+
+// release ends the round, unlocks the thread, and says how long it waited for a CPU in
+// its segments, and whether every reading succeeded.
+func (c *cpuClock) release() (time.Duration, bool) {
+	c.pause()
+	runtime.UnlockOSThread()
+	return c.waited, !c.broken && !c.off
+}
+
+// yield passes through the Go scheduler, unlocked (a locked goroutine's Gosched hands its
+// thread over and back), outside any segment, and finds the thread it came back on.
+func (c *cpuClock) yield() {
+	c.pause()
+	runtime.UnlockOSThread()
+	runtime.Gosched()
+	runtime.LockOSThread()
+	c.onThread()
+}
+
+// onThread makes fd the current thread's.
+func (c *cpuClock) onThread() {
 	if c.off {
 		return
 	}
-	if tid := unix.Gettid(); !c.open || tid != c.tid {
-		c.closeFD()
-		fd, err := openFD(schedstatPath, unix.O_RDONLY, 0)
-		if err != nil {
-			c.broken = true
-			c.off = unsupported(err)
+	tid := unix.Gettid()
+	for _, t := range c.fds {
+		if t.tid == tid {
+			c.fd = t.fd
 			return
 		}
-		c.open, c.fd, c.tid = true, fd, tid
+	}
+	fd, err := openFD(schedstatPath, unix.O_RDONLY, 0)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	c.fds = append(c.fds, threadFD{tid, fd})
+	c.fd = fd
+}
+
+// begin is called just before a timed region starts: it opens a segment unless one is open.
+func (c *cpuClock) begin() {
+	if c.inSegment || c.broken || c.off {
+		return
+	}
+	if d, ok := c.read(); ok {
+		c.start, c.inSegment = d, true
 	}
 }
 
-// release ends the round: the goroutine may leave the thread again.
-func (c *cpuClock) release() { runtime.UnlockOSThread() }
-
-// before is run_delay read just before a timed region starts (see reuseWithin).
-func (c *cpuClock) before() time.Duration {
-	if !c.lastAt.IsZero() && time.Since(c.lastAt) < reuseWithin {
-		return c.last
+// pause closes the open segment, just after a timed region ended, before the thread may
+// wait outside one.
+func (c *cpuClock) pause() {
+	if !c.inSegment {
+		return
 	}
-	return c.read()
+	c.inSegment = false
+	if d, ok := c.read(); ok {
+		c.waited += max(d-c.start, 0)
+	}
 }
 
-// after is run_delay read just after a timed region ends.
-func (c *cpuClock) after() time.Duration { return c.read() }
-
-func (c *cpuClock) read() time.Duration {
+func (c *cpuClock) read() (time.Duration, bool) {
 	if c.broken || c.off {
-		return 0
+		return 0, false
 	}
 	d, err := readRunDelay(c.fd, c.buf[:])
 	if err != nil {
-		c.broken = true
-		c.off = unsupported(err)
-		c.closeFD() // the next round opens it again, on its own thread
-		return 0
+		c.fail(err)
+		return 0, false
 	}
-	c.last, c.lastAt = d, time.Now()
-	return d
+	return d, true
 }
 
-// known is whether every reading of the round succeeded.
-func (c *cpuClock) known() bool { return !c.broken && !c.off }
+// fail gives up on the round's count; on every later one too when the kernel will never
+// answer. The descriptors are closed: a thread that has exited leaves a descriptor that
+// answers nothing, and its tid may come back.
+func (c *cpuClock) fail(err error) {
+	c.broken, c.inSegment = true, false
+	c.off = c.off || unsupported(err)
+	c.closeFDs()
+}
 
-func (c *cpuClock) closeFD() {
-	if c.open {
-		_ = unix.Close(c.fd)
-		c.open = false
+func (c *cpuClock) closeFDs() {
+	for _, t := range c.fds {
+		_ = unix.Close(t.fd)
 	}
+	c.fds = c.fds[:0]
+}
+
+// free says whether an operation of n bytes may start now without waiting, for a budget
+// that can tell; one that cannot is taken to wait, and a segment closes before it.
+func free(b Budget, n int) bool {
+	f, ok := b.(interface{ Free(bytes int) bool })
+	return ok && f.Free(n)
 }
 
 // unsupported is whether a failure to read schedstat will recur on every thread: the

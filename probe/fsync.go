@@ -34,7 +34,6 @@ type Fsync struct {
 	buf  []byte
 	rng  *rand.ChaCha8
 	settler
-	cpu cpuClock
 }
 
 // NewFsync checks the probe directory; the file itself is created by the first round.
@@ -60,10 +59,9 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 
 // Round does opts.Ops write+fdatasync pairs.
 func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
-	p.cpu.bind()
-	defer p.cpu.release()
+	p.beginRound()
 	res, err := p.round(ctx, env)
-	res.CPUWaitKnown = p.cpu.known()
+	p.endRound(&res)
 	return res, err
 }
 
@@ -82,7 +80,7 @@ func (p *Fsync) round(ctx context.Context, env *Env) (Result, error) {
 		_ = p.Close() // the directory was replaced: start a new file in the new one
 	}
 	for range p.opts.Ops {
-		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
+		if err := p.budget(ctx, env, len(p.buf)); err != nil {
 			return res, err
 		}
 		if err := p.ensureRoom(env); err != nil {
@@ -97,12 +95,11 @@ func (p *Fsync) round(ctx context.Context, env *Env) (Result, error) {
 
 // writeAndSync does one operation. The timed region holds nothing but the two system
 // calls between the clock reads (ignoringEINTR says how a retried call is timed); the
-// data is made before the clock starts, and the thread's CPU wait is read outside it,
-// once around the pair.
+// data is made before the clock starts, and the thread's CPU wait read outside it.
 func (p *Fsync) writeAndSync(env *Env, res *Result) error {
 	p.rng.Read(p.buf)
 	p.settle()
-	waited := p.cpu.before()
+	p.cpu.begin()
 	var n int
 	var t1, t2 time.Time
 	t0 := time.Now()
@@ -126,7 +123,6 @@ func (p *Fsync) writeAndSync(env *Env, res *Result) error {
 		return err
 	})
 	env.Inflight.end()
-	waited = p.cpu.after() - waited
 	// A failed fdatasync is observed too, in the same histogram, as etcd observes
 	// wal_fsync before it returns the error: one that failed after 30 s is the sick disk
 	// the histogram is there to show, and a separate series would hide it from every
@@ -137,7 +133,6 @@ func (p *Fsync) writeAndSync(env *Env, res *Result) error {
 	res.Ops++
 	res.Bytes += int64(n)
 	res.IO += t2.Sub(t0)
-	res.CPUWait += max(waited, 0)
 	if err != nil {
 		// After a failed fdatasync the file's state is unknown: the kernel may have
 		// dropped the dirty pages and cleared the error, so a second fdatasync would
@@ -160,6 +155,8 @@ func (p *Fsync) ensureRoom(env *Env) error {
 	}
 	// Cutting a file (mkdir, create, fallocate, fdatasync) hangs on a frozen or dying
 	// filesystem just as a write does: it is the outstanding operation, and its age shows.
+	// Its waits are not a timed call's.
+	p.cpu.pause()
 	env.Inflight.begin(timeNow())
 	defer env.Inflight.end()
 	if p.f != nil {
@@ -182,7 +179,7 @@ func (p *Fsync) ensureRoom(env *Env) error {
 
 // Close closes the file; it stays on disk for the next start to replace.
 func (p *Fsync) Close() error {
-	p.cpu.closeFD()
+	p.cpu.closeFDs()
 	if p.f == nil {
 		return nil
 	}

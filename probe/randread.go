@@ -19,7 +19,6 @@ type Randread struct {
 	buf []byte
 	rng *rand.Rand
 	settler
-	cpu cpuClock
 }
 
 // NewRandread reads src; it checks the block size against the O_DIRECT alignment.
@@ -36,10 +35,9 @@ func NewRandread(src *ReadSource, ops, blockSize int) (*Randread, error) {
 
 // Round does the configured number of random reads.
 func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
-	p.cpu.bind()
-	defer p.cpu.release()
+	p.beginRound()
 	res, err := p.round(ctx, env)
-	res.CPUWaitKnown = p.cpu.known()
+	p.endRound(&res)
 	return res, err
 }
 
@@ -49,10 +47,10 @@ func (p *Randread) round(ctx context.Context, env *Env) (Result, error) {
 		return res, ErrNotPrepared
 	}
 	for range p.ops {
-		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
+		if err := p.budget(ctx, env, len(p.buf)); err != nil {
 			return res, err
 		}
-		d, waited, err := p.readAt(env.Inflight, p.src.randomOffset(p.rng, int64(len(p.buf))))
+		d, err := p.readAt(env.Inflight, p.src.randomOffset(p.rng, int64(len(p.buf))))
 		if err != nil {
 			return res, err
 		}
@@ -60,37 +58,35 @@ func (p *Randread) round(ctx context.Context, env *Env) (Result, error) {
 		res.Ops++
 		res.Bytes += int64(len(p.buf))
 		res.IO += d
-		res.CPUWait += waited
 	}
 	return res, nil
 }
 
-// readAt is one timed read, and the thread's CPU wait around it, read outside it.
-func (p *Randread) readAt(inflight *Inflight, off int64) (d, waited time.Duration, err error) {
+func (p *Randread) readAt(inflight *Inflight, off int64) (time.Duration, error) {
 	p.settle()
-	waited = p.cpu.before()
+	p.cpu.begin()
 	var n int
+	var d time.Duration
 	t0 := time.Now()
 	inflight.begin(t0)
-	err = ignoringEINTR(func() (err error) {
+	err := ignoringEINTR(func() (err error) {
 		n, err = unix.Pread(p.src.fd, p.buf, off)
 		d = time.Since(t0)
 		return err
 	})
 	inflight.end()
-	waited = max(p.cpu.after()-waited, 0)
 	if err == nil && n != len(p.buf) {
 		err = p.src.shortRead(n, len(p.buf))
 	}
 	if err != nil {
-		return 0, 0, &os.PathError{Op: "read", Path: p.src.path, Err: err}
+		return 0, &os.PathError{Op: "read", Path: p.src.path, Err: err}
 	}
-	return d, waited, nil
+	return d, nil
 }
 
 // Close frees the buffer; the source is closed by its owner.
 func (p *Randread) Close() error {
-	p.cpu.closeFD()
+	p.cpu.closeFDs()
 	freeBuffer(p.buf)
 	p.buf = nil
 	return nil

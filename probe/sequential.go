@@ -20,7 +20,6 @@ type Seqread struct {
 	blockSize int
 	rng       *rand.Rand
 	settler
-	cpu cpuClock
 }
 
 // NewSeqread reads src.
@@ -34,10 +33,9 @@ func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
 // Round reads the configured number of bytes. The buffer lives for the round only: a
 // 1 MiB block per target would otherwise stay resident between rounds minutes apart.
 func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
-	p.cpu.bind()
-	defer p.cpu.release()
+	p.beginRound()
 	res, err := p.round(ctx, env)
-	res.CPUWaitKnown = p.cpu.known()
+	p.endRound(&res)
 	return res, err
 }
 
@@ -54,14 +52,14 @@ func (p *Seqread) round(ctx context.Context, env *Env) (Result, error) {
 	bs := int64(len(buf))
 	off := p.src.randomOffset(p.rng, bs)
 	for res.Bytes < p.bytes {
-		if err := env.Budget.Wait(ctx, len(buf)); err != nil {
+		if err := p.budget(ctx, env, len(buf)); err != nil {
 			return res, err
 		}
 		if off+bs > p.src.end {
 			off = p.src.firstBlock(bs)
 		}
 		p.settle()
-		waited := p.cpu.before()
+		p.cpu.begin()
 		var n int
 		var d time.Duration
 		t0 := time.Now()
@@ -72,7 +70,6 @@ func (p *Seqread) round(ctx context.Context, env *Env) (Result, error) {
 			return err
 		})
 		env.Inflight.end()
-		waited = p.cpu.after() - waited
 		if err == nil && n != len(buf) {
 			err = p.src.shortRead(n, len(buf))
 		}
@@ -84,14 +81,13 @@ func (p *Seqread) round(ctx context.Context, env *Env) (Result, error) {
 		res.Ops++
 		res.Bytes += bs
 		res.IO += d
-		res.CPUWait += max(waited, 0)
 	}
 	return res, nil
 }
 
 // Close releases nothing of the source, which its owner closes.
 func (p *Seqread) Close() error {
-	p.cpu.closeFD()
+	p.cpu.closeFDs()
 	return nil
 }
 
@@ -109,7 +105,6 @@ type Seqwrite struct {
 	rng       *rand.Rand
 	fill      *rand.ChaCha8
 	settler
-	cpu cpuClock
 }
 
 // NewSeqwrite prepares the probe directory; the file is created by the first round.
@@ -130,10 +125,9 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 
 // Round writes the configured number of bytes and fdatasyncs.
 func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
-	p.cpu.bind()
-	defer p.cpu.release()
+	p.beginRound()
 	res, err := p.round(ctx, env)
-	res.CPUWaitKnown = p.cpu.known()
+	p.endRound(&res)
 	return res, err
 }
 
@@ -175,7 +169,7 @@ func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 		off = start + p.rng.Int64N(slots+1)*p.align
 	}
 	for res.Bytes < p.bytes {
-		if err := env.Budget.Wait(ctx, len(buf)); err != nil {
+		if err := p.budget(ctx, env, len(buf)); err != nil {
 			return res, err
 		}
 		if off+bs > end {
@@ -183,7 +177,7 @@ func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 		}
 		p.fill.Read(buf)
 		p.settle()
-		waited := p.cpu.before()
+		p.cpu.begin()
 		var n int
 		var d time.Duration
 		t0 := time.Now()
@@ -194,7 +188,6 @@ func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 			return err
 		})
 		env.Inflight.end()
-		waited = p.cpu.after() - waited
 		if err == nil && n != len(buf) {
 			err = fmt.Errorf("short write at offset %d: %d of %d bytes", off, n, len(buf))
 		}
@@ -205,10 +198,9 @@ func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 		res.Ops++
 		res.Bytes += bs
 		res.IO += d
-		res.CPUWait += max(waited, 0)
 	}
 	p.settle()
-	waited := p.cpu.before()
+	p.cpu.begin()
 	var d time.Duration
 	t0 := time.Now()
 	env.Inflight.begin(t0)
@@ -218,13 +210,11 @@ func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 		return err
 	})
 	env.Inflight.end()
-	waited = p.cpu.after() - waited
 	if err != nil {
 		_ = p.Close() // the file's state is unknown: the next round starts a fresh one (see Fsync.writeAndSync)
 		return res, &os.PathError{Op: "fdatasync", Path: p.path, Err: err}
 	}
 	res.IO += d
-	res.CPUWait += max(waited, 0)
 	return res, nil
 }
 
@@ -262,7 +252,7 @@ func (p *Seqwrite) open(env *Env) error {
 
 // Close closes the file.
 func (p *Seqwrite) Close() error {
-	p.cpu.closeFD()
+	p.cpu.closeFDs()
 	if p.fd >= 0 {
 		_ = unix.Close(p.fd)
 		p.fd = -1
