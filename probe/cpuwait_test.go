@@ -158,3 +158,36 @@ func (c *cpuClock) fdTid() int {
 	}
 	return -1
 }
+
+// BenchmarkSchedstatReadAndParse is one reading of the thread's run_delay: the pread of
+// its schedstat and the parse. It must not allocate.
+func BenchmarkSchedstatReadAndParse(b *testing.B) {
+	if err := CheckCPUWait(); err != nil {
+		b.Skip(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	fd, err := openFD(schedstatPath, unix.O_RDONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var buf [64]byte
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := readRunDelay(fd, buf[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSchedstatParse is the parse alone.
+func BenchmarkSchedstatParse(b *testing.B) {
+	in := []byte("6769734123 18022565456 51234\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := parseSchedstat(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
