@@ -195,25 +195,31 @@ func groupScenarios(lib Library, size Size, add func(*Scenario)) {
 			Weights: []float64{0.7, 0.3}}}, false)
 
 	// Healthy groups, "The Tail at Store" (FAST'16): an SSD's hourly mean latency is more than 2×
-	// its RAID group's median 0.6 % of the time. Each member's hours are slowed 2–4× (log-uniform,
-	// the paper's tail capped at 4×) with probability 0.006, on top of the 0.5 % GC stalls.
-	groups, days, fleets := 3, 1, 1 // the fast subset: 9 disk-days, asserting no page at all
+	// its RAID group's median 0.6 % of the time, on top of the 0.5 % GC stalls. A slow hour is
+	// slowed 2–4× (log-uniform; the paper's tail capped at 4×). Replaying 10,000 disk-days
+	// through every rule costs about 13 s of CPU per disk-day here (35 CPU-hours), so the slow
+	// hours are replayed densely instead: every member slow one hour in six, staggered (member m
+	// at hours 2m mod 6) so that no two members of a group are slow in the same or adjacent hours,
+	// as at 0.6 % they almost never are. The false pages they cause are then counted per slow hour
+	// and reported per 10,000 disk-days at the paper's rate (1,440 slow hours); the healthy hours
+	// between them are replayed too.
+	groups, days, fleets := 1, 1, 3 // the fast subset: 36 slow hours, 250 disk-days' worth, in parallel
 	if size == Full {
-		groups, days, fleets = 35, 4, 24 // 24 × 35 × 3 × 4 = 10,080 disk-days
+		groups, days, fleets = 10, 3, 4 // 4 × 10 × 3 members × 3 days × 4 = 1,440 slow hours
 	}
 	span := time.Duration(days) * day
 	for f := range fleets {
 		seed := uint64(1000 + f)
 		add(&Scenario{
-			Name:   fmt.Sprintf("fleet: %d healthy groups of 3, Tail-at-Store slow hours + GC stalls (part %d of %d)", groups, f+1, fleets),
+			Name:   fmt.Sprintf("fleet: %d healthy groups of 3, one slow hour in six each (Tail at Store) + GC stalls (part %d of %d)", groups, f+1, fleets),
 			Onset:  -1,
 			Phases: []Phase{{Name: "healthy", Duration: span}},
 			Groups: groups, GroupSize: 3,
 			Fleet: func(g, m int) []Phase {
 				rng := rand.New(rand.NewPCG(seed, uint64(g*3+m)))
 				var ph []Phase
-				for h := 0; h < int(span/time.Hour); h++ {
-					if rng.Float64() < 0.006 {
+				for h := range int(span / time.Hour) {
+					if h%tailPeriod == 2*m {
 						ph = append(ph, Phase{Name: "tail hour", Duration: time.Hour, Latency: Scaled{sata, LogUniform{2, 4}.Sample(rng)}})
 						continue
 					}
@@ -227,6 +233,18 @@ func groupScenarios(lib Library, size Size, add func(*Scenario)) {
 			},
 		})
 	}
+}
+
+// tailPeriod: in a replayed fleet every member is slow one hour in tailPeriod.
+const tailPeriod = 6
+
+// tailShare is "The Tail at Store"'s share of an SSD's hours more than 2× slower than its peers.
+const tailShare = 0.006
+
+// tailDiskDays is how many disk-days at the paper's rate hold as many slow hours as r replayed.
+func tailDiskDays(r *Result) float64 {
+	slowHours := r.Healthy.Hours() / tailPeriod
+	return slowHours / (tailShare * 24)
 }
 
 // shipped tells the shipped rules' alerts from the etcd mixin's yardstick riding along.
@@ -438,12 +456,15 @@ var Goals = []Goal{
 			m := "DiskprobeHostCPUStarved after " + minutes(f.Detected)
 			var pages []string
 			for _, c := range r.Firings {
-				if shipped(c) && c.Severity == "critical" {
+				if shipped(c) && c.Severity == "critical" && c.Alert != f.Alert {
 					pages = append(pages, c.Alert)
 				}
 			}
+			if c := r.Fired("DiskprobeHostCPUStarved", "critical"); c != nil && c.Detected >= 0 {
+				m += ", its page after " + minutes(c.Detected)
+			}
 			if len(pages) > 0 {
-				m += "; etcd-threshold pages, not hardware: " + strings.Join(pages, ", ")
+				m += "; other pages (etcd's thresholds, not hardware): " + strings.Join(pages, ", ")
 			}
 			if hw := firedAny(r, hardwareAlerts); len(hw) > 0 {
 				return m + "; but " + strings.Join(hw, ", "), false
@@ -452,7 +473,7 @@ var Goals = []Goal{
 		},
 	},
 	{
-		Text:     "healthy groups, Tail-at-Store slow hours + GC stalls: at most 1 false page per 10,000 disk-days",
+		Text:     "healthy groups, Tail-at-Store slow hours + GC stalls: at most 1 false page per 10,000 disk-days (over ≥ 10,000 disk-days' worth of slow hours in the full replay)",
 		Scenario: func(n string) bool { return strings.HasPrefix(n, "fleet:") },
 		Judge: func(r *Result) (string, bool) {
 			pages, warnings := 0, 0
@@ -464,10 +485,11 @@ var Goals = []Goal{
 					warnings += f.False
 				}
 			}
-			diskDays := r.Healthy.Hours() / 24
-			per := float64(pages) * 10000 / diskDays
-			// Short of 10,000 disk-days, a single page is already over the rate: none may fire.
-			return fmt.Sprintf("%d pages in %.0f disk-days (%.1f per 10,000); %d warnings", pages, diskDays, per, warnings), per <= 1 || pages == 0
+			equiv := tailDiskDays(r)
+			per := float64(pages) * 10000 / equiv
+			// Short of 10,000 disk-days' worth, a single page is already over the rate: none may fire.
+			return fmt.Sprintf("%d pages in %.0f slow hours and %.0f disk-days replayed, %.0f disk-days' worth at 0.6 %% (%.1f per 10,000); %d warnings",
+				pages, r.Healthy.Hours()/tailPeriod, r.Healthy.Hours()/24, equiv, per, warnings), per <= 1 || pages == 0
 		},
 	},
 	{
