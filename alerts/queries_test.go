@@ -62,9 +62,6 @@ var otherExporters = map[string]bool{
 	"smartctl_device_available_spare":           true,
 	"smartctl_device_available_spare_threshold": true,
 	"smartctl_device_smart_status":              true,
-	// The daemon's CPU-wait counter, registered by the collector on the cpuwait branch: this
-	// entry goes when both are merged (the rules read it, absent or not).
-	"diskprobe_probe_cpu_wait_seconds_total": true,
 }
 
 // TestQueriesNameOnlyMetricsTheExporterRegisters parses every rule and dashboard query with
