@@ -422,6 +422,31 @@ func TestPrometheusRuleIsTheShippedRuleFile(t *testing.T) {
 	}
 }
 
+// TestRunbookURLBaseReachesEveryAlert: prometheusRule.runbookUrlBase points every alert's
+// runbook_url at the user's own copy of the runbook, each at its own anchor.
+func TestRunbookURLBaseReachesEveryAlert(t *testing.T) {
+	const base = "https://wiki.example.com/ops/diskprobe-runbook"
+	r := render(t, "probe", nil, []string{"prometheusRule.runbookUrlBase=" + base + "/"})
+	if r.rule == nil {
+		t.Fatal("no PrometheusRule rendered")
+	}
+	alerts := 0
+	for _, g := range r.rule.Spec.Groups {
+		for _, rule := range g.Rules {
+			if rule.Alert == "" {
+				continue
+			}
+			alerts++
+			if url := rule.Annotations["runbook_url"]; !strings.HasPrefix(url, base+"#") {
+				t.Errorf("%s: runbook_url %q, want %s#<its anchor>", rule.Alert, url, base)
+			}
+		}
+	}
+	if alerts == 0 {
+		t.Error("no alert in the PrometheusRule")
+	}
+}
+
 func TestDashboardConfigMapsAreTheShippedDashboards(t *testing.T) {
 	r := render(t, "probe", nil, nil)
 	files, err := filepath.Glob("../dashboards/*.json")

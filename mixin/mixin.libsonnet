@@ -13,6 +13,8 @@ local dashboardFiles = {
 
 // The selector the shipped rules use for the exporter's own scrape (up, absent).
 local defaultSelector = 'job=~".*diskprobe.*"';
+// The runbook the shipped rules' runbook_url annotations point at.
+local defaultRunbook = 'https://github.com/diskprobe/diskprobe_exporter/blob/main/docs/runbook.md';
 // The labels that make a group of peers in the shipped rules (the diskprobe.peers group).
 local defaultPeerGroupLabels = 'job, cluster, target';
 
@@ -29,6 +31,10 @@ local defaultPeerGroupLabels = 'job, cluster, target';
     // member. The peer alerts' annotations look the group up by job, cluster and target, and leave
     // the group's figure out when those are not its labels.
     peerGroupLabels: defaultPeerGroupLabels,
+    // Where each alert's runbook_url points: the runbook's URL, the alert's anchor appended,
+    // e.g. 'https://git.example.com/ops/diskprobe/runbook.md' for a copy on your own wiki or Git
+    // host (the runbook also ships in the .deb/.rpm as /usr/share/doc/diskprobe-exporter/runbook.md).
+    runbookURLBase: defaultRunbook,
   },
 
   local cfg = self._config,
@@ -36,7 +42,9 @@ local defaultPeerGroupLabels = 'job, cluster, target';
   local rule(r) =
     r { expr: std.strReplace(std.strReplace(r.expr, defaultSelector, cfg.diskprobeSelector), defaultPeerGroupLabels, cfg.peerGroupLabels) }
     + (if isAlert(r) && std.objectHas(cfg.alertFor, r.alert) then { 'for': cfg.alertFor[r.alert] } else {})
-    + (if isAlert(r) && std.length(cfg.alertLabels) > 0 then { labels+: cfg.alertLabels } else {}),
+    + (if isAlert(r) && std.length(cfg.alertLabels) > 0 then { labels+: cfg.alertLabels } else {})
+    + (if isAlert(r) && std.objectHas(r, 'annotations') && std.objectHas(r.annotations, 'runbook_url') then
+         { annotations+: { runbook_url: std.strReplace(r.annotations.runbook_url, defaultRunbook, cfg.runbookURLBase) } } else {}),
   local groups(alerting) = [
     g { rules: [rule(r) for r in g.rules] }
     for g in ruleFile.groups

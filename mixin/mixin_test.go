@@ -4,6 +4,7 @@ package mixin
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +114,8 @@ func TestMixinIsTheShippedRulesAndDashboards(t *testing.T) {
 
 func TestMixinConfigReachesTheRules(t *testing.T) {
 	const selector = `job="kube-system/diskprobe"`
-	out := evaluate(t, `{diskprobeSelector: '`+selector+`', alertFor: {DiskprobeExporterDown: '7m'}, alertLabels: {team: 'storage'}, peerGroupLabels: 'job, etcd_cluster, target'}`)
+	const runbook = "https://wiki.example.com/ops/diskprobe-runbook"
+	out := evaluate(t, `{diskprobeSelector: '`+selector+`', alertFor: {DiskprobeExporterDown: '7m'}, alertLabels: {team: 'storage'}, peerGroupLabels: 'job, etcd_cluster, target', runbookURLBase: '`+runbook+`'}`)
 	raw, _ := json.Marshal(out)
 	if strings.Contains(string(raw), `job=~\".*diskprobe.*\"`) {
 		t.Error("the default selector survives a _config.diskprobeSelector")
@@ -134,6 +136,10 @@ func TestMixinConfigReachesTheRules(t *testing.T) {
 			if name, ok := rule["alert"]; ok {
 				if labels, _ := rule["labels"].(map[string]any); labels["team"] != "storage" {
 					t.Errorf("alert %v lacks the _config.alertLabels", name)
+				}
+				// The user's own runbook: every alert links there, at its own anchor.
+				if annotations, _ := rule["annotations"].(map[string]any); !strings.HasPrefix(fmt.Sprint(annotations["runbook_url"]), runbook+"#") {
+					t.Errorf("alert %v runbook_url %v, want the _config.runbookURLBase %s#…", name, annotations["runbook_url"], runbook)
 				}
 				if name == "DiskprobeExporterDown" && rule["for"] != "7m" {
 					t.Errorf("DiskprobeExporterDown for %v, want the _config.alertFor 7m", rule["for"])
