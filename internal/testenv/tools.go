@@ -13,8 +13,9 @@ import (
 )
 
 // ToolsRequiredEnv names the environment variable that, set to "1", makes a missing pinned
-// tool (Kubernetes, prometheus-operator, Prometheus 3) fail the test instead of skipping it. `make test` sets it when it runs as
-// root, after `make test-deps` built the tools, so CI can never pass by skipping them.
+// tool (Kubernetes, prometheus-operator, Prometheus 3) fail the test instead of skipping it.
+// `make test` sets it when it runs as root, after `make test-deps` built the tools, so CI can
+// never pass by skipping them.
 const ToolsRequiredEnv = "DISKPROBE_TOOLS_REQUIRED"
 
 var (
