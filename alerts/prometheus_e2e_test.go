@@ -78,8 +78,12 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		empty, unhealthy = empty[:0], unhealthy[:0]
+		metrics := scrapeText(exporter.Addr)
 		for i, prom := range proms {
 			for _, c := range checks {
+				if emptyByDesign(c.expr, metrics) {
+					continue
+				}
 				n, err := prom.SeriesCount(c.expr)
 				if err != nil {
 					t.Fatalf("prometheus %s: %s: %v\n%s", servers[i].Name, c.where, err, c.expr)
@@ -124,6 +128,21 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 			servers[i].Name, alert, time.Since(throttled).Round(time.Millisecond), v*1000)
 	}
 	t.Logf("whole test %v", time.Since(began).Round(time.Millisecond))
+}
+
+// emptyByDesign tells the recording rules that one exporter on a healthy host leaves empty:
+// they need a group of 3 peers, smartctl_exporter, a starved host or a whole group slow
+// (alerts/tests/diskprobe.peers.test.yml fills them), or, for the CPU-wait share, a kernel
+// with schedstat, which the exporter's metrics say.
+func emptyByDesign(name, metrics string) bool {
+	switch name {
+	case "instance:diskprobe_fdatasync_slowdown_vs_peers:ratio", "serial:smartctl_device_trouble:max",
+		"target:diskprobe_fdatasync_host_starved:cpu_wait_ratio_rate5m", "target:diskprobe_fdatasync_not_the_disk:max1h":
+		return true
+	case "target:diskprobe_fsync_cpu_wait:ratio_rate5m":
+		return !strings.Contains(metrics, "diskprobe_probe_cpu_wait_seconds_total")
+	}
+	return strings.HasPrefix(name, "peers:")
 }
 
 // rulesWithShortFor writes a copy of every rule file with every `for:` set to shortFor, and

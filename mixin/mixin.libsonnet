@@ -13,6 +13,8 @@ local dashboardFiles = {
 
 // The selector the shipped rules use for the exporter's own scrape (up, absent).
 local defaultSelector = 'job=~".*diskprobe.*"';
+// The labels that make a group of peers in the shipped rules (the diskprobe.peers group).
+local defaultPeerGroupLabels = 'job, cluster, target';
 
 {
   _config+:: {
@@ -22,12 +24,17 @@ local defaultSelector = 'job=~".*diskprobe.*"';
     alertFor: {},
     // Labels added to every alert, e.g. {team: 'storage'}.
     alertLabels: {},
+    // The labels whose values make a group of peers (the same target on the instances of a job,
+    // within an etcd cluster), e.g. 'job, namespace, target'. Keep `instance` out of it: it is the
+    // member. The peer alerts' annotations look the group up by job, cluster and target, and leave
+    // the group's figure out when those are not its labels.
+    peerGroupLabels: defaultPeerGroupLabels,
   },
 
   local cfg = self._config,
   local isAlert(r) = std.objectHas(r, 'alert'),
   local rule(r) =
-    r { expr: std.strReplace(r.expr, defaultSelector, cfg.diskprobeSelector) }
+    r { expr: std.strReplace(std.strReplace(r.expr, defaultSelector, cfg.diskprobeSelector), defaultPeerGroupLabels, cfg.peerGroupLabels) }
     + (if isAlert(r) && std.objectHas(cfg.alertFor, r.alert) then { 'for': cfg.alertFor[r.alert] } else {})
     + (if isAlert(r) && std.length(cfg.alertLabels) > 0 then { labels+: cfg.alertLabels } else {}),
   local groups(alerting) = [

@@ -113,17 +113,23 @@ func TestMixinIsTheShippedRulesAndDashboards(t *testing.T) {
 
 func TestMixinConfigReachesTheRules(t *testing.T) {
 	const selector = `job="kube-system/diskprobe"`
-	out := evaluate(t, `{diskprobeSelector: '`+selector+`', alertFor: {DiskprobeExporterDown: '7m'}, alertLabels: {team: 'storage'}}`)
+	out := evaluate(t, `{diskprobeSelector: '`+selector+`', alertFor: {DiskprobeExporterDown: '7m'}, alertLabels: {team: 'storage'}, peerGroupLabels: 'job, etcd_cluster, target'}`)
 	raw, _ := json.Marshal(out)
 	if strings.Contains(string(raw), `job=~\".*diskprobe.*\"`) {
 		t.Error("the default selector survives a _config.diskprobeSelector")
 	}
-	uses := 0
+	uses, peerUses := 0, 0
 	for _, g := range append(out.Alerts.Groups, out.Rules.Groups...) {
 		for _, r := range g["rules"].([]any) {
 			rule := r.(map[string]any)
 			if strings.Contains(rule["expr"].(string), selector) {
 				uses++
+			}
+			if strings.Contains(rule["expr"].(string), "job, cluster, target") {
+				t.Errorf("rule %v%v keeps the default peer group labels", rule["record"], rule["alert"])
+			}
+			if strings.Contains(rule["expr"].(string), "by (job, etcd_cluster, target)") {
+				peerUses++
 			}
 			if name, ok := rule["alert"]; ok {
 				if labels, _ := rule["labels"].(map[string]any); labels["team"] != "storage" {
@@ -137,6 +143,9 @@ func TestMixinConfigReachesTheRules(t *testing.T) {
 	}
 	if uses == 0 {
 		t.Error("no rule uses the configured selector")
+	}
+	if peerUses == 0 {
+		t.Error("no rule groups peers by the configured _config.peerGroupLabels")
 	}
 }
 

@@ -27,6 +27,38 @@ type Scenario struct {
 	Onset int
 	Model string // diskprobe_target_info's model label
 	Seed  uint64
+	// Peers are the other members of the disk's group (the same target on other instances of
+	// the job, in one cluster), each with its phases over the same span; none for a lone disk.
+	Peers [][]Phase
+	// Fleet, when set, replays Groups groups of GroupSize members side by side (clusters c0,
+	// c1, ...), member m of group g living Fleet(g, m); Phases then only gives the span.
+	Fleet     func(g, m int) []Phase
+	Groups    int
+	GroupSize int
+}
+
+// members are the scenario's exporters: the disk (the first member) and its peers, or the fleet.
+func (s *Scenario) members() []member {
+	if s.Fleet != nil {
+		var ms []member
+		for g := range s.Groups {
+			for m := range s.GroupSize {
+				n := len(ms)
+				ms = append(ms, member{instance: fmt.Sprintf("node-%d:10052", n), cluster: fmt.Sprintf("c%d", g),
+					serial: fmt.Sprintf("REPLAY%d", n), phases: s.Fleet(g, m), seed: s.Seed<<20 + uint64(n)})
+			}
+		}
+		return ms
+	}
+	if len(s.Peers) == 0 {
+		return []member{{instance: instance, serial: "REPLAY", phases: s.Phases, seed: s.Seed}}
+	}
+	ms := []member{{instance: "member-0:10052", cluster: "etcd", serial: "REPLAY0", phases: s.Phases, seed: s.Seed}}
+	for i, p := range s.Peers {
+		ms = append(ms, member{instance: fmt.Sprintf("member-%d:10052", i+1), cluster: "etcd",
+			serial: fmt.Sprintf("REPLAY%d", i+1), phases: p, seed: s.Seed<<20 + uint64(i+1)})
+	}
+	return ms
 }
 
 // Span is the scenario's length.
@@ -59,15 +91,17 @@ type Firing struct {
 	// False counts episodes (inactive → firing) that began before the onset: on a
 	// healthy disk, every one.
 	False int
-	// Episodes counts every episode, before and after the onset.
+	// Episodes counts every episode, before and after the onset, of every member.
 	Episodes int
-	Firing   time.Duration // total time spent firing
+	Firing   time.Duration // total time spent firing (by any member)
+	// Instances are the members it fired for.
+	Instances []string
 }
 
 // Result is one scenario's replay.
 type Result struct {
 	Scenario *Scenario
-	Healthy  time.Duration // time before the onset, over which False counts
+	Healthy  time.Duration // disk-time before the onset (summed over the members), over which False counts
 	Firings  []*Firing     // sorted by alert, then severity
 	Evals    int
 	Samples  int
@@ -136,12 +170,17 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 		return nil, err
 	}
 
-	res := &Result{Scenario: sc, Healthy: sc.onset()}
+	members := sc.members()
+	res := &Result{Scenario: sc, Healthy: sc.onset() * time.Duration(len(members))}
 	onset := start.Add(sc.onset())
-	exp := newExporter(sc.Seed, probing, sc.Phases, start)
-	ser := newSeries(sc.Model)
+	exps := make([]*exporter, len(members))
+	sers := make([]*series, len(members))
+	for i, m := range members {
+		exps[i] = newExporter(m.seed, probing, m.phases, start)
+		sers[i] = newSeries(sc.Model, m)
+	}
 	firings := map[[2]string]*Firing{}
-	firingNow := map[[2]string]bool{}
+	firingNow := map[[3]string]bool{} // alert, severity, member
 	nextScrape := start
 	var buf []float64
 	for ts := start; !ts.After(start.Add(span)); ts = ts.Add(evalEvery) {
@@ -150,11 +189,13 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 		}
 		app := db.Appender(ctx)
 		for ; !nextScrape.After(ts); nextScrape = nextScrape.Add(probing.Scrape) {
-			if buf, err = exp.scrape(app, ser, nextScrape, buf); err != nil {
-				_ = app.Rollback()
-				return nil, err
+			for i, exp := range exps {
+				if buf, err = exp.scrape(app, sers[i], nextScrape, buf); err != nil {
+					_ = app.Rollback()
+					return nil, err
+				}
+				res.Samples += len(buf)
 			}
-			res.Samples += len(buf)
 		}
 		if err := app.Commit(); err != nil {
 			return nil, err
@@ -168,7 +209,8 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 			}
 		}
 		res.Evals++
-		seen := map[[2]string]bool{}
+		seen := map[[3]string]bool{}
+		counted := map[[2]string]bool{}
 		for _, g := range groups {
 			for _, ar := range g.AlertingRules() {
 				for _, a := range ar.ActiveAlerts() {
@@ -176,17 +218,25 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 						continue
 					}
 					k := [2]string{ar.Name(), a.Labels.Get("severity")}
-					if seen[k] {
+					// A member is an instance; a group alert has none and stands for its cluster.
+					mk := [3]string{k[0], k[1], a.Labels.Get("instance") + "/" + a.Labels.Get("cluster")}
+					if seen[mk] {
 						continue // the same alert on another op label
 					}
-					seen[k] = true
+					seen[mk] = true
 					f := firings[k]
 					if f == nil {
 						f = &Firing{Alert: k[0], Severity: k[1], Detected: -1}
 						firings[k] = f
 					}
-					f.Firing += evalEvery
-					if !firingNow[k] {
+					if !counted[k] {
+						counted[k] = true
+						f.Firing += evalEvery
+					}
+					if inst := a.Labels.Get("instance"); inst != "" && !slices.Contains(f.Instances, inst) {
+						f.Instances = append(f.Instances, inst)
+					}
+					if !firingNow[mk] {
 						f.Episodes++
 						if ts.Before(onset) {
 							f.False++
@@ -201,6 +251,7 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 		firingNow = seen
 	}
 	for _, f := range firings {
+		slices.Sort(f.Instances)
 		res.Firings = append(res.Firings, f)
 	}
 	slices.SortFunc(res.Firings, func(a, b *Firing) int {

@@ -95,7 +95,11 @@ func (rep *Report) Markdown() string {
 	w("probe on this machine and on throttled loop devices, published fio and etcd tables, and synthetic\n")
 	w("healthy disks, each in `internal/alertreplay/testdata/` with its source. \"Detected\" is the time from\n")
 	w("the onset of the bad phase to the first evaluation at which the alert fires; a false firing is an\n")
-	w("episode that began while the disk was healthy, scaled to 30 days.\n\n")
+	w("episode that began while the disk was healthy, scaled to 30 days of one disk's time.\n")
+	w("Group scenarios run three exporters, the same target on three instances of one cluster (member-0 turns\n")
+	w("bad); fleet scenarios run healthy groups side by side with \"The Tail at Store\"'s slow hours replayed\n")
+	w("densely and counted per slow hour. The etcd mixin's `etcdHighFsyncDurations`, over the same histogram\n")
+	w("(`testdata/etcd-mixin.rules.yml`, not shipped), rides along for the lead-time row.\n\n")
 	w("Command: `%s`, run at %s, %s of wall-clock time for %d scenarios.\n\n", rep.Command, rep.Date.UTC().Format("2006-01-02 15:04 MST"), rep.Elapsed.Round(time.Second), len(rep.Results))
 	w("| goal | scenario | measured | met |\n|---|---|---|---|\n")
 	for _, row := range Judge(rep.Results) {
