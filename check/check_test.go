@@ -80,6 +80,11 @@ func fsyncReport(p99, p999, max, writeP99 time.Duration, writesPerSecond float64
 	}
 }
 
+func withCPUWait(r *Report, waited, inCalls time.Duration) *Report {
+	r.Fsync.CPU = CPUWait{Known: true, Waited: waited, InCalls: inCalls}
+	return r
+}
+
 func TestVerdictIsOnFdatasyncP99AgainstThreshold(t *testing.T) {
 	ms := time.Millisecond
 	cases := []struct {
@@ -96,6 +101,9 @@ func TestVerdictIsOnFdatasyncP99AgainstThreshold(t *testing.T) {
 			[]string{"p99.9 12.0ms"}},
 		{"failing SSD: slow, stalls, slow writes, few writes/s", fsyncReport(55*ms, 700*ms, 1200*ms, 3*ms, 20), Fail, 1,
 			[]string{"p99.9 700ms", "slowest fdatasync took 1.20s", "write(2) p99 3.00ms", "20 writes/s is under the 50"}},
+		{"starved host: the verdict is still fio's, and the remarks name the CPUs", withCPUWait(fsyncReport(30*ms, 40*ms, 50*ms, 40*time.Microsecond, 900), 4*time.Second, 10*time.Second), Fail, 1,
+			[]string{"p99.9 40.0ms", "the host's CPUs, not the disk, account for 40% of this write+fdatasync latency"}},
+		{"a little CPU wait is no remark", withCPUWait(fsyncReport(2*ms, 5*ms, 8*ms, 40*time.Microsecond, 3000), 2*time.Second, 10*time.Second), Pass, 0, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

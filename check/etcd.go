@@ -47,6 +47,9 @@ const (
 	writeCallWarn  = time.Millisecond       // a write(2) of 2300 B into the page cache should take microseconds
 	writesPerSec   = 50                     // etcd's hardware guide: 50 sequential IOPS for a light load
 	slowestRequest = 500 * time.Millisecond // `etcdctl check perf` fails on a request slower than 0.5 s
+	// cpuWaitNote is the share of a job's latency spent by its thread waiting for a CPU
+	// above which the remarks say the host, not the disk, made it slow.
+	cpuWaitNote = 0.25
 )
 
 // Options say what to measure and how.
@@ -94,6 +97,37 @@ type FsyncResult struct {
 	WritesPerSecond float64
 	Fdatasync       Latency
 	Write           Latency
+	CPU             CPUWait
+}
+
+// CPUWait is how much of a job's time inside its timed calls its thread spent waiting
+// for a CPU (probe.Result.CPUWait); not Known where the kernel does not report it.
+type CPUWait struct {
+	Known   bool // every round's was
+	Waited  time.Duration
+	InCalls time.Duration
+	rounds  int
+}
+
+func (c *CPUWait) add(res probe.Result) {
+	c.Known = res.CPUWaitKnown && (c.rounds == 0 || c.Known)
+	c.rounds++
+	c.Waited += res.CPUWait
+	c.InCalls += res.IO
+}
+
+// note is the remark when the host's CPUs, not the disk, account for much of the latency
+// of what: the verdict stays the one fio's figures give, which a busy host slows as well.
+func (c CPUWait) note(what string) (string, bool) {
+	if !c.Known || c.InCalls <= 0 {
+		return "", false
+	}
+	share := float64(c.Waited) / float64(c.InCalls)
+	if share <= cpuWaitNote {
+		return "", false
+	}
+	return fmt.Sprintf("the host's CPUs, not the disk, account for %.0f%% of this %s latency: the probe's thread waited %s for a CPU within its %s of timed calls (a busy node slows etcd the same way, and its cure is CPU, not a disk)",
+		share*100, what, FormatDuration(c.Waited), FormatDuration(c.InCalls)), true
 }
 
 // RandreadResult is the random-read job.
@@ -102,6 +136,7 @@ type RandreadResult struct {
 	Elapsed        time.Duration
 	ReadsPerSecond float64
 	Read           Latency
+	CPU            CPUWait
 }
 
 // SeqreadResult is the sequential-read job; throughput is bytes over the time inside the reads.
@@ -255,12 +290,14 @@ func (r *runner) fsync(ctx context.Context, scratch string) error {
 		n := done.Load()
 		return float64(n) / float64(ops), fmt.Sprintf("%d/%d writes  %s writes/s", n, ops, rate(n, elapsed))
 	})
-	_, err = p.Round(ctx, env)
+	res, err := p.Round(ctx, env)
 	elapsed := time.Since(start)
 	stop(err == nil)
 	if err != nil {
 		return fmt.Errorf("fsync probe: %w", err)
 	}
+	var cpu CPUWait
+	cpu.add(res)
 	r.rep.Fsync = &FsyncResult{
 		Ops:             len(syncs),
 		BlockSize:       r.opts.BlockSize,
@@ -268,6 +305,7 @@ func (r *runner) fsync(ctx context.Context, scratch string) error {
 		WritesPerSecond: perSecond(float64(len(syncs)), elapsed),
 		Fdatasync:       Summarize(syncs),
 		Write:           Summarize(writes),
+		CPU:             cpu,
 	}
 	return nil
 }
@@ -304,10 +342,13 @@ func (r *runner) runRandread(ctx context.Context, src *probe.ReadSource) error {
 		return min(1, elapsed.Seconds()/d.Seconds()), fmt.Sprintf("%d reads  %s reads/s", n, rate(n, elapsed))
 	})
 	start := time.Now()
+	var cpu CPUWait
 	for time.Since(start) < d {
-		if _, err = p.Round(ctx, env); err != nil {
+		var res probe.Result
+		if res, err = p.Round(ctx, env); err != nil {
 			break
 		}
+		cpu.add(res)
 	}
 	elapsed := time.Since(start)
 	stop(err == nil)
@@ -319,6 +360,7 @@ func (r *runner) runRandread(ctx context.Context, src *probe.ReadSource) error {
 		Elapsed:        elapsed,
 		ReadsPerSecond: perSecond(float64(len(reads)), elapsed),
 		Read:           Summarize(reads),
+		CPU:            cpu,
 	}
 	return nil
 }
@@ -348,6 +390,15 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 
 // judge gives the verdict and the remarks.
 func (rep *Report) judge() {
+	rep.judgeFsync()
+	if rr := rep.Randread; rr != nil {
+		if msg, ok := rr.CPU.note("random read"); ok {
+			rep.Warnings = append(rep.Warnings, msg)
+		}
+	}
+}
+
+func (rep *Report) judgeFsync() {
 	f := rep.Fsync
 	if f == nil {
 		rep.Verdict = None
@@ -370,5 +421,8 @@ func (rep *Report) judge() {
 	}
 	if f.WritesPerSecond < writesPerSec {
 		warn("%.0f writes/s is under the %d sequential IOPS etcd's hardware guide names for a light load", f.WritesPerSecond, writesPerSec)
+	}
+	if msg, ok := f.CPU.note("write+fdatasync"); ok {
+		warn("%s", msg)
 	}
 }

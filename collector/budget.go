@@ -35,6 +35,12 @@ func (b *Budget) Wait(ctx context.Context, n int) error {
 	return b.bytes.WaitN(ctx, n)
 }
 
+// Free says whether one operation of n bytes may start now without waiting: the probes
+// read their thread's CPU wait before a wait that is not a disk's.
+func (b *Budget) Free(n int) bool {
+	return b.ops.Tokens() >= 1 && b.bytes.Tokens() >= float64(n)
+}
+
 func largestBlock(t *config.Target) int {
 	var n int64
 	for name, c := range t.Probe {

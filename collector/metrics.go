@@ -41,6 +41,7 @@ type Metrics struct {
 	lastSuccess  *prometheus.GaugeVec
 	ioOps        *prometheus.CounterVec
 	ioBytes      *prometheus.CounterVec
+	cpuWait      *prometheus.CounterVec
 
 	busy, otherIOPS *prometheus.GaugeVec
 	targetInfo      *prometheus.GaugeVec
@@ -83,6 +84,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "I/O operations the prober itself issued (a write with its fdatasync counts once), including probe file preparation."}, tp),
 		ioBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_io_bytes_total",
 			Help: "Bytes the prober itself read or wrote, including probe file preparation."}, tp),
+		cpuWait: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_cpu_wait_seconds_total",
+			Help: "Time the prober's I/O thread spent runnable but waiting for a CPU across the probe's timed calls (its schedstat run_delay, read outside the timed regions): the part of the latency metrics' time that was the host's CPUs, not the disk. Absent where the kernel does not report it."}, tp),
 		busy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "device_busy_ratio",
 			Help: "Share of time the target's device had I/O in flight (/proc/diskstats io_ticks), measured in the gaps between the prober's I/O on the disk (of all its targets, at least 1 s of them), so that the prober's own I/O is left out."}, []string{"target"}),
 		otherIOPS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "device_other_iops",
@@ -97,7 +100,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.all = []prometheus.Collector{
 		m.seqBytes, m.seqDuration, m.seqThroughput,
-		m.runs, m.errors, m.skipped, m.lastSuccess, m.ioOps, m.ioBytes,
+		m.runs, m.errors, m.skipped, m.lastSuccess, m.ioOps, m.ioBytes, m.cpuWait,
 		m.busy, m.otherIOPS, m.targetInfo,
 		m.reloadTimestamp, m.reloadOK,
 		m.inflight,

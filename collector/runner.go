@@ -478,10 +478,17 @@ func (r *runner) run(ctx context.Context, pr *probeRun) {
 	}
 }
 
+// account adds what a round did, failed or not, as its timed calls were observed. The
+// CPU wait's series comes into being at the first round that measured it, through
+// publish: where the kernel does not report it the series stays absent rather than 0,
+// and a retired runner cannot bring it back.
 func (r *runner) account(pr *probeRun, res probe.Result) {
 	if res.Ops > 0 {
 		pr.ioOps.Add(float64(res.Ops))
 		pr.ioBytes.Add(float64(res.Bytes))
+	}
+	if res.CPUWaitKnown {
+		r.publish(func() { r.metrics.cpuWait.WithLabelValues(r.name, pr.name).Add(res.CPUWait.Seconds()) })
 	}
 }
 

@@ -353,6 +353,7 @@ func TestMetricNamesComeFromTheRegisteredCollectors(t *testing.T) {
 		"diskprobe_probe_runs_total", "diskprobe_probe_errors_total", "diskprobe_probe_skipped_total",
 		"diskprobe_probe_last_success_timestamp_seconds", "diskprobe_probe_inflight_seconds",
 		"diskprobe_probe_io_operations_total", "diskprobe_probe_io_bytes_total",
+		"diskprobe_probe_cpu_wait_seconds_total",
 		"diskprobe_device_busy_ratio", "diskprobe_device_other_iops", "diskprobe_target_info",
 		"diskprobe_config_last_reload_successful", "diskprobe_config_last_reload_success_timestamp_seconds",
 		"diskprobe_exporter_build_info",
@@ -429,5 +430,59 @@ func TestReadRoundSkippedWhilePreparingRunsOnceTheFileIsReady(t *testing.T) {
 	}
 	if errs := testutil.ToFloat64(m.errors.WithLabelValues("data", "randread")); errs != 0 {
 		t.Errorf("%v failed rounds", errs)
+	}
+}
+
+// cpuWaitProber is a probe whose every round waited 4 ms for a CPU, where the kernel
+// reports it (known).
+type cpuWaitProber struct {
+	known  bool
+	rounds atomic.Int32
+}
+
+func (p *cpuWaitProber) Round(context.Context, *probe.Env) (probe.Result, error) {
+	p.rounds.Add(1)
+	return probe.Result{Ops: 1, Bytes: 2300, IO: 10 * time.Millisecond, CPUWait: 4 * time.Millisecond, CPUWaitKnown: p.known}, nil
+}
+
+func (p *cpuWaitProber) Close() error { return nil }
+
+// TestCPUWaitSeriesIsAbsentWhereTheKernelDoesNotReportIt: a counter at 0 would say "the
+// host never made this disk look slow" where nobody measured it. It comes into being with
+// the first measured round, adds every round's wait, and goes with its target.
+func TestCPUWaitSeriesIsAbsentWhereTheKernelDoesNotReportIt(t *testing.T) {
+	for _, known := range []bool{true, false} {
+		clock := newFakeClock()
+		m := NewMetrics(prometheus.NewRegistry())
+		r := newRunner(testTarget("t", time.Second), device.Info{}, false, device.Paths{}, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		p := &cpuWaitProber{known: known}
+		r.probes[0].build = func(*runner, *config.ProbeConfig) (probe.Prober, error) { return p, nil }
+		r.start()
+		clock.Advance(t, 5*time.Second, 100*time.Millisecond, 1)
+		deadline := time.Now().Add(5 * time.Second)
+		for p.rounds.Load() < 3 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		stopWithin(r, time.Second)
+		rounds := float64(p.rounds.Load())
+		if rounds < 3 {
+			t.Fatalf("only %v rounds ran", rounds)
+		}
+		if n := testutil.CollectAndCount(m.cpuWait); !known {
+			if n != 0 {
+				t.Errorf("%d CPU wait series where the kernel does not report it, want none", n)
+			}
+			continue
+		} else if n != 1 {
+			t.Fatalf("%d CPU wait series after %v measured rounds, want 1", n, rounds)
+		}
+		// A round cut short by the stop is not accounted.
+		if got := testutil.ToFloat64(m.cpuWait.WithLabelValues("t", "fsync")); got < 0.004*(rounds-1)-1e-9 || got > 0.004*rounds+1e-9 {
+			t.Errorf("CPU wait %v s after %v rounds of 4 ms", got, rounds)
+		}
+		m.forget("t")
+		if n := testutil.CollectAndCount(m.cpuWait); n != 0 {
+			t.Errorf("%d CPU wait series left after the target was removed", n)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 // Scheduler runs one runner per target and swaps them on reload.
@@ -61,6 +62,9 @@ func NewScheduler(m *Metrics, paths device.Paths, clock Clock, logger *slog.Logg
 	s := &Scheduler{metrics: m, paths: paths, clock: clock, logger: logger,
 		runners: map[string]*runner{}, resolver: NewResolver(paths), locks: map[string]chan struct{}{}, disks: map[string]*diskActivity{}}
 	m.inflight.scheduler = s
+	if err := probe.CheckCPUWait(); err != nil {
+		logger.Warn("diskprobe_probe_cpu_wait_seconds_total is not exported: this kernel does not report how long a thread waits for a CPU (schedstat run_delay), so host CPU starvation cannot be told apart from a slow disk", "err", err)
+	}
 	return s
 }
 

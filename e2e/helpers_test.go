@@ -65,6 +65,7 @@ func inflight(f families, target, probe string) float64 {
 // histogram is the classic buckets of one histogram series: upper bound → cumulative count.
 type histogram struct {
 	count   uint64
+	sum     float64 // seconds
 	buckets map[float64]uint64
 }
 
@@ -85,6 +86,7 @@ func histogramOf(f families, name, target string) histogram {
 			continue
 		}
 		h.count = m.GetHistogram().GetSampleCount()
+		h.sum = m.GetHistogram().GetSampleSum()
 		for _, b := range m.GetHistogram().GetBucket() {
 			h.buckets[b.GetUpperBound()] = b.GetCumulativeCount()
 		}
@@ -94,7 +96,7 @@ func histogramOf(f families, name, target string) histogram {
 
 // sub is the samples observed between two scrapes.
 func (h histogram) sub(earlier histogram) histogram {
-	d := histogram{count: h.count - earlier.count, buckets: map[float64]uint64{}}
+	d := histogram{count: h.count - earlier.count, sum: h.sum - earlier.sum, buckets: map[float64]uint64{}}
 	for le, c := range h.buckets {
 		d.buckets[le] = c - earlier.buckets[le]
 	}

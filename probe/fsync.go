@@ -59,6 +59,13 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 
 // Round does opts.Ops write+fdatasync pairs.
 func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
+	p.beginRound()
+	res, err := p.round(ctx, env)
+	p.endRound(&res)
+	return res, err
+}
+
+func (p *Fsync) round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if p.opts.MinFree > 0 {
 		free, err := freeBytes(env.Inflight, p.opts.Dir)
@@ -73,7 +80,7 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 		_ = p.Close() // the directory was replaced: start a new file in the new one
 	}
 	for range p.opts.Ops {
-		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
+		if err := p.budget(ctx, env, len(p.buf)); err != nil {
 			return res, err
 		}
 		if err := p.ensureRoom(env); err != nil {
@@ -88,10 +95,11 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 
 // writeAndSync does one operation. The timed region holds nothing but the two system
 // calls between the clock reads (ignoringEINTR says how a retried call is timed); the
-// data is made before the clock starts.
+// data is made before the clock starts, and the thread's CPU wait read outside it.
 func (p *Fsync) writeAndSync(env *Env, res *Result) error {
 	p.rng.Read(p.buf)
 	p.settle()
+	p.cpu.begin()
 	var n int
 	var t1, t2 time.Time
 	t0 := time.Now()
@@ -147,6 +155,8 @@ func (p *Fsync) ensureRoom(env *Env) error {
 	}
 	// Cutting a file (mkdir, create, fallocate, fdatasync) hangs on a frozen or dying
 	// filesystem just as a write does: it is the outstanding operation, and its age shows.
+	// Its waits are not a timed call's.
+	p.cpu.pause()
 	env.Inflight.begin(timeNow())
 	defer env.Inflight.end()
 	if p.f != nil {
@@ -169,6 +179,7 @@ func (p *Fsync) ensureRoom(env *Env) error {
 
 // Close closes the file; it stays on disk for the next start to replace.
 func (p *Fsync) Close() error {
+	p.cpu.closeFDs()
 	if p.f == nil {
 		return nil
 	}

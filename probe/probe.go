@@ -7,7 +7,6 @@ package probe
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -33,6 +32,13 @@ type Result struct {
 	Ops   int           // operations done (a write with its fdatasync is one)
 	Bytes int64         // bytes read or written
 	IO    time.Duration // time spent inside the timed system calls
+	// CPUWait is how long the OS thread that made the timed calls spent runnable but
+	// waiting for a CPU across them: its schedstat run_delay, read outside the timed
+	// regions, just before the first of a run of back-to-back operations and just after
+	// the last (see cpuClock). Only when CPUWaitKnown: the kernel reports it and every
+	// reading of the round succeeded.
+	CPUWait      time.Duration
+	CPUWaitKnown bool
 }
 
 // Budget is the target's rate limit: an operation waits here before it touches the disk.
@@ -47,6 +53,9 @@ var Unlimited Budget = unlimited{}
 type unlimited struct{}
 
 func (unlimited) Wait(ctx context.Context, _ int) error { return ctx.Err() }
+
+// Free says an operation may start now: it never waits.
+func (unlimited) Free(int) bool { return true }
 
 // Inflight holds the start of the outstanding system call, so that the age of an
 // operation stuck in the kernel can be reported while it is stuck. The start is kept on
@@ -146,14 +155,37 @@ var (
 // 2.21 s). The calls stay ordinary blocking system calls, so an operation stuck in the
 // kernel still gives its P back and the rest of the process keeps running, unlike a raw
 // system call.
-type settler struct{ last time.Time }
+//
+// The settler also keeps the thread's CPU-wait clock (cpu): a round runs locked to its
+// thread, and the yield is where it may move to another.
+type settler struct {
+	last time.Time
+	cpu  cpuClock
+}
 
 // settleEvery is well inside sysmon's 10 ms.
 const settleEvery = 5 * time.Millisecond
 
 func (s *settler) settle() {
 	if now := time.Now(); now.Sub(s.last) >= settleEvery {
-		runtime.Gosched()
+		s.cpu.yield()
 		s.last = now
 	}
+}
+
+// beginRound locks the round to its thread (see cpuClock); endRound fills in the round's
+// CPU wait and unlocks it.
+func (s *settler) beginRound() { s.cpu.bind() }
+
+func (s *settler) endRound(res *Result) {
+	res.CPUWait, res.CPUWaitKnown = s.cpu.release()
+}
+
+// budget waits for the budget of an operation of n bytes. A budget without a token makes
+// the thread sleep outside any timed call: the CPU-wait segment closes first.
+func (s *settler) budget(ctx context.Context, env *Env, n int) error {
+	if !free(env.Budget, n) {
+		s.cpu.pause()
+	}
+	return env.Budget.Wait(ctx, n)
 }

@@ -35,12 +35,19 @@ func NewRandread(src *ReadSource, ops, blockSize int) (*Randread, error) {
 
 // Round does the configured number of random reads.
 func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
+	p.beginRound()
+	res, err := p.round(ctx, env)
+	p.endRound(&res)
+	return res, err
+}
+
+func (p *Randread) round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if !p.src.ready(env.Inflight) {
 		return res, ErrNotPrepared
 	}
 	for range p.ops {
-		if err := env.Budget.Wait(ctx, len(p.buf)); err != nil {
+		if err := p.budget(ctx, env, len(p.buf)); err != nil {
 			return res, err
 		}
 		d, err := p.readAt(env.Inflight, p.src.randomOffset(p.rng, int64(len(p.buf))))
@@ -57,6 +64,7 @@ func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
 
 func (p *Randread) readAt(inflight *Inflight, off int64) (time.Duration, error) {
 	p.settle()
+	p.cpu.begin()
 	var n int
 	var d time.Duration
 	t0 := time.Now()
@@ -78,6 +86,7 @@ func (p *Randread) readAt(inflight *Inflight, off int64) (time.Duration, error) 
 
 // Close frees the buffer; the source is closed by its owner.
 func (p *Randread) Close() error {
+	p.cpu.closeFDs()
 	freeBuffer(p.buf)
 	p.buf = nil
 	return nil

@@ -33,6 +33,13 @@ func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
 // Round reads the configured number of bytes. The buffer lives for the round only: a
 // 1 MiB block per target would otherwise stay resident between rounds minutes apart.
 func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
+	p.beginRound()
+	res, err := p.round(ctx, env)
+	p.endRound(&res)
+	return res, err
+}
+
+func (p *Seqread) round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if !p.src.ready(env.Inflight) {
 		return res, ErrNotPrepared
@@ -45,13 +52,14 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 	bs := int64(len(buf))
 	off := p.src.randomOffset(p.rng, bs)
 	for res.Bytes < p.bytes {
-		if err := env.Budget.Wait(ctx, len(buf)); err != nil {
+		if err := p.budget(ctx, env, len(buf)); err != nil {
 			return res, err
 		}
 		if off+bs > p.src.end {
 			off = p.src.firstBlock(bs)
 		}
 		p.settle()
+		p.cpu.begin()
 		var n int
 		var d time.Duration
 		t0 := time.Now()
@@ -77,8 +85,11 @@ func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
 	return res, nil
 }
 
-// Close has nothing to release: the source is closed by its owner.
-func (p *Seqread) Close() error { return nil }
+// Close releases nothing of the source, which its owner closes.
+func (p *Seqread) Close() error {
+	p.cpu.closeFDs()
+	return nil
+}
 
 // Seqwrite writes `bytes` in block_size O_DIRECT writes into its own file, sequentially
 // from a random aligned offset, and ends with one fdatasync inside the timing. It only
@@ -114,6 +125,13 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 
 // Round writes the configured number of bytes and fdatasyncs.
 func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
+	p.beginRound()
+	res, err := p.round(ctx, env)
+	p.endRound(&res)
+	return res, err
+}
+
+func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	if p.fd >= 0 && !stillLinked(env.Inflight, p.fd) {
 		_ = p.Close() // the directory was replaced: start a new file in the new one
@@ -151,7 +169,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		off = start + p.rng.Int64N(slots+1)*p.align
 	}
 	for res.Bytes < p.bytes {
-		if err := env.Budget.Wait(ctx, len(buf)); err != nil {
+		if err := p.budget(ctx, env, len(buf)); err != nil {
 			return res, err
 		}
 		if off+bs > end {
@@ -159,6 +177,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		}
 		p.fill.Read(buf)
 		p.settle()
+		p.cpu.begin()
 		var n int
 		var d time.Duration
 		t0 := time.Now()
@@ -181,6 +200,7 @@ func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
 		res.IO += d
 	}
 	p.settle()
+	p.cpu.begin()
 	var d time.Duration
 	t0 := time.Now()
 	env.Inflight.begin(t0)
@@ -232,6 +252,7 @@ func (p *Seqwrite) open(env *Env) error {
 
 // Close closes the file.
 func (p *Seqwrite) Close() error {
+	p.cpu.closeFDs()
 	if p.fd >= 0 {
 		_ = unix.Close(p.fd)
 		p.fd = -1

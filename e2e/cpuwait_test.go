@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+)
+
+// fsyncShare is what a rule reads between two scrapes: the share of the fsync probe's
+// latency (its write and fdatasync calls) that its I/O thread spent waiting for a CPU,
+// and the mean latency of one write+fdatasync.
+func fsyncShare(t *testing.T, from, to families, target string) (share float64, perOp time.Duration, ops uint64) {
+	t.Helper()
+	sync := histogramOf(to, "diskprobe_fdatasync_duration_seconds", target).sub(histogramOf(from, "diskprobe_fdatasync_duration_seconds", target))
+	write := histogramOf(to, "diskprobe_write_duration_seconds", target).sub(histogramOf(from, "diskprobe_write_duration_seconds", target))
+	wait := value(to, "diskprobe_probe_cpu_wait_seconds_total", "target", target, "probe", "fsync") -
+		value(from, "diskprobe_probe_cpu_wait_seconds_total", "target", target, "probe", "fsync")
+	if sync.count == 0 {
+		t.Fatal("no fdatasync between the two scrapes")
+	}
+	latency := sync.sum + write.sum
+	return wait / latency, time.Duration(latency / float64(sync.count) * float64(time.Second)), sync.count
+}
+
+// oneFsyncTarget is one fsync-only target on dir, a round of ops every second.
+func oneFsyncTarget(t *testing.T, dir string, ops int) string {
+	return testenv.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: disk
+    path: %s
+    fsync: {interval: 1s, ops: %d, block_size: 2300, file_size: 4MiB}
+    limits: {timeout: 30s, min_free: 0}
+`, dir, ops))
+}
+
+// waitRounds waits for n more fsync rounds of the target and returns the scrape after them.
+func waitRounds(t *testing.T, e *testenv.Exporter, from families, n float64) families {
+	t.Helper()
+	r0 := runs(from, "disk", "fsync")
+	return testenv.WaitMetric(t, e, 90*time.Second, fmt.Sprintf("%.0f fsync rounds", n), func(f families) bool {
+		return runs(f, "disk", "fsync") >= r0+n
+	})
+}
+
+// TestStarvedCPUsShowAsCPUWaitNotAsTheDisk: on a node whose CPUs are saturated the
+// probe's latency grows while the disk is idle, and a rule that reads the latency alone
+// blames the disk. More busy processes than CPUs beside an idle RAM-backed disk: most of
+// the fsync probe's latency must be its thread waiting for a CPU.
+func TestStarvedCPUsShowAsCPUWaitNotAsTheDisk(t *testing.T) {
+	testenv.RequireRoot(t)
+	_, dir := testenv.RAMLoopExt4(t, 64<<20)
+	e := testenv.StartExporter(t, oneFsyncTarget(t, dir, 20))
+	first := testenv.WaitMetric(t, e, 30*time.Second, "the CPU wait of the first fsync round", func(f families) bool {
+		_, ok := testenv.Value(f, "diskprobe_probe_cpu_wait_seconds_total", map[string]string{"target": "disk", "probe": "fsync"})
+		return ok && runs(f, "disk", "fsync") >= 1
+	})
+	quiet := waitRounds(t, e, first, 3)
+	share, perOp, ops := fsyncShare(t, first, quiet, "disk")
+	t.Logf("before the hog: %d write+fdatasync, mean %v, CPU wait %.0f %% of it", ops, perOp, share*100)
+
+	// Four busy processes per CPU at the exporter's own priority: the run queue of the
+	// user's report (10 on 2 CPUs), whatever else the machine runs.
+	for range 4 * runtime.NumCPU() {
+		testenv.StartProcess(t, "sh", "-c", "while :; do :; done")
+	}
+	time.Sleep(time.Second)
+	from := e.MustScrape()
+	to := waitRounds(t, e, from, 3)
+	share, perOp, ops = fsyncShare(t, from, to, "disk")
+	t.Logf("with %d busy processes on %d CPUs: %d write+fdatasync, mean %v, CPU wait %.0f %% of it", 4*runtime.NumCPU(), runtime.NumCPU(), ops, perOp, share*100)
+	if share <= 0.3 {
+		t.Errorf("CPU wait is %.0f %% of the fsync probe's latency on saturated CPUs and an idle disk; want most of it (> 30 %%)", share*100)
+	}
+	if n := errs(to, "disk", "fsync"); n != 0 {
+		t.Errorf("%.0f failed rounds", n)
+	}
+}
+
+// TestThrottledDiskShowsAsLatencyNotCPUWait: the other side of the same judgement. A disk
+// as slow as a failing SSD (a blkio throttle: 20 writes per second, about 100 ms per
+// fdatasync) with nothing added on the CPUs: the latency is large and the CPU wait a
+// small part of it, however busy the shared machine is otherwise.
+func TestThrottledDiskShowsAsLatencyNotCPUWait(t *testing.T) {
+	testenv.RequireRoot(t)
+	dev, dir := testenv.RAMLoopExt4(t, 64<<20)
+	cg := testenv.ThrottleWrites(t, dev, 20)
+	e := testenv.StartExporter(t, oneFsyncTarget(t, dir, 5))
+	cg.Add(e.Pid())
+	from := waitRounds(t, e, e.MustScrape(), 1) // the rounds from here on are throttled
+	to := waitRounds(t, e, from, 3)
+	share, perOp, ops := fsyncShare(t, from, to, "disk")
+	t.Logf("throttled to 20 writes/s: %d write+fdatasync, mean %v, CPU wait %.1f %% of it", ops, perOp, share*100)
+	if perOp < 20*time.Millisecond {
+		t.Fatalf("a write+fdatasync took %v on average; the throttle did not slow the disk", perOp)
+	}
+	if share >= 0.2 {
+		t.Errorf("CPU wait is %.0f %% of the fsync probe's latency on a throttled disk; want a small part (< 20 %%)", share*100)
+	}
+}
