@@ -26,12 +26,16 @@ const shortFor = "5s"
 // e2eJob is the scrape job name; it follows the documented convention (contains "diskprobe").
 const e2eJob = "diskprobe"
 
+// peersJob scrapes the same exporter as three instances: a group of peers for the peer panels.
+const peersJob = "diskprobe-peers"
+
 // TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter runs the real exporter on a
 // temporary directory and an ext4 loop device, scraped every second by each supported
 // Prometheus (Debian's 2.42 and Prometheus 3, side by side) with the rule files loaded. After a short warm-up every dashboard query and every
 // recording rule must return at least one series and every rule must evaluate without error
-// (node_exporter, where installed, is scraped too, for the workload panel; the queries that
-// need peers or smartctl_exporter are named in dashboardQueriesEmptyByDesign).
+// (node_exporter, where installed, is scraped too, for the workload panel, and the exporter a
+// second time as a group of three peers; the queries that need smartctl_exporter are named in
+// dashboardQueriesEmptyByDesign).
 // Then the loop device is throttled to 20 writes/s with a blkio cgroup holding the exporter,
 // and the fdatasync-above-10ms alert must reach `firing`; then the dashboards' queries of
 // firing alerts (the annotations, the fleet table's count) must return series too.
@@ -65,7 +69,9 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 	exporter := testenv.StartExporter(t, cfg)
 	// Each supported Prometheus scrapes the same exporter with the same rules, side by side,
 	// and node_exporter where installed, for the target dashboard's workload panel.
-	jobs := map[string]string{e2eJob: exporter.Addr}
+	// The same exporter is scraped a second time as a group of three peers (peersJob), so
+	// that the peer rules and panels have a group; the alert checked below is e2eJob's.
+	jobs := map[string]string{e2eJob: exporter.Addr, peersJob: exporter.Addr}
 	emptyQueries := dashboardQueriesEmptyByDesign
 	if addr, ok := startNodeExporter(t); ok {
 		jobs["node"] = addr
@@ -83,7 +89,8 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 	rules := rulesWithShortFor(t)
 	proms := make([]*testenv.Prometheus, len(servers))
 	for i, srv := range servers {
-		proms[i] = testenv.StartPrometheus(t, testenv.PrometheusOptions{Binary: srv.Bin, Jobs: jobs, Rules: rules})
+		proms[i] = testenv.StartPrometheus(t, testenv.PrometheusOptions{Binary: srv.Bin, Jobs: jobs, Rules: rules,
+			Instances: map[string][]string{peersJob: {"peer-a", "peer-b", "peer-c"}}})
 	}
 	t.Logf("exporter and %d prometheus servers up after %v", len(proms), time.Since(began).Round(time.Millisecond))
 
@@ -180,18 +187,17 @@ func emptyByDesign(name, metrics string) bool {
 	return strings.HasPrefix(name, "peers:")
 }
 
-// dashboardQueriesEmptyByDesign names the dashboard queries that one exporter on a healthy
-// host without smartctl_exporter leaves empty, and why; the test checks that each is still on
-// a dashboard.
+// dashboardQueriesEmptyByDesign names the dashboard queries that this test leaves empty (no
+// smartctl_exporter, every instance selected), and why; the test checks that each is still
+// on a dashboard.
 var dashboardQueriesEmptyByDesign = map[string]string{
-	`diskprobe-target.json: panel "This member against its peers" B`:                      "a group of 3 peers",
-	`diskprobe-target.json: panel "This member against its peers" C`:                      "a group of 3 peers",
-	`diskprobe-target.json: panel "Share over 10 ms (1 h), against the group's median" B`: "a group of 3 peers",
-	`diskprobe-target.json: panel "SMART (smartctl_exporter)" A`:                          "smartctl_exporter",
-	`diskprobe-target.json: panel "SMART (smartctl_exporter)" B`:                          "smartctl_exporter",
-	`diskprobe-target.json: panel "SMART (smartctl_exporter)" C`:                          "smartctl_exporter",
-	`diskprobe-target.json: panel "SMART (smartctl_exporter)" D`:                          "smartctl_exporter",
-	`diskprobe-target.json: panel "SMART (smartctl_exporter)" E`:                          "smartctl_exporter",
+	// The other members of this member's group: empty when every instance is selected, as here.
+	`diskprobe-target.json: panel "This member against its peers" C`: "one instance selected",
+	`diskprobe-target.json: panel "SMART (smartctl_exporter)" A`:     "smartctl_exporter",
+	`diskprobe-target.json: panel "SMART (smartctl_exporter)" B`:     "smartctl_exporter",
+	`diskprobe-target.json: panel "SMART (smartctl_exporter)" C`:     "smartctl_exporter",
+	`diskprobe-target.json: panel "SMART (smartctl_exporter)" D`:     "smartctl_exporter",
+	`diskprobe-target.json: panel "SMART (smartctl_exporter)" E`:     "smartctl_exporter",
 }
 
 // nodeExporterQueries are the queries that need node_exporter: required to return series
