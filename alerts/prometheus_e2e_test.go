@@ -166,6 +166,12 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 			if err != nil || n == 0 {
 				t.Errorf("prometheus %s, %s firing: %s: %d series, %v\n%s", servers[i].Name, alert, c.where, n, err, c.expr)
 			}
+			// The fleet table counts it on the disk's row.
+			if strings.Contains(c.where, "diskprobe-fleet.json: panel") {
+				if v, err := prom.Value(fmt.Sprintf(`max(%s and on (job, target) {job=%q, target="loop"})`, c.expr, e2eJob)); err != nil || v < 1 {
+					t.Errorf("prometheus %s, %s firing: %s counts %v alerts for target loop (%v)", servers[i].Name, alert, c.where, v, err)
+				}
+			}
 		}
 	}
 	t.Logf("%d dashboard queries of firing alerts return series on %d servers", len(alertChecks), len(proms))
