@@ -20,19 +20,21 @@ var schedstatPath = "/proc/thread-self/schedstat"
 // includes getting back onto a CPU after the system call returns, as etcd's wal_fsync
 // does: on a host whose CPUs are saturated that wait, not the disk, is the latency.
 //
-// Reading it costs a system call, and on the 2-CPU VM of BENCHMARKS.md (PTI: every
+// Reading it costs a system call, and on the 2-CPU VM this was built on (PTI: every
 // system call flushes the TLB) one more system call per operation cost 8 % of a 4 KiB
-// random read's CPU and, with the round locked to its thread, 13 % of a write+fdatasync's
-// (each Gosched of a locked goroutine hands its thread over twice): one reading before and
-// one after each timed call was out of the question. So run_delay is read at the ends of
+// random read's CPU and, with the whole round locked to its thread, 13 % of a
+// write+fdatasync's (each Gosched of a locked goroutine hands its thread over twice): one
+// reading before and one after each timed call was out of the question. So run_delay is read at the ends of
 // segments: a segment opens just before a timed call (begin) and stays open over the
 // operations that follow back to back, through the few microseconds of Go between them
 // (observing the samples, filling the next buffer); it closes (pause) before anything
 // that can make the thread wait outside the timed calls: a yield to the Go scheduler (the
 // settler's), a rate limit without a token, cutting a new file, the end of the round.
 // What the count can hold beyond the timed calls is a preemption of the thread while it
-// ran that Go between two operations: a few microseconds of each operation's 60 µs of
-// CPU (2 µs of 4 KiB-read CPU), so a few per cent of the wait, counted, never hidden.
+// ran that Go between two operations: a few microseconds of the 60-190 µs of CPU an
+// operation costs there, so a few per cent of the wait, counted, never hidden. Measured
+// with make bench's loop process: 0.08 readings per 4 KiB read and 0.35 per
+// write+fdatasync; CPU per operation 1.01× what it was without them.
 //
 // A round runs locked to one OS thread (bind), except around the settler's yield, after
 // which the thread is asked again: the daemon's worker goroutine is not locked between
