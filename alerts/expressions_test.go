@@ -81,8 +81,9 @@ type query struct {
 const dashboardDir = "../dashboards"
 
 // dashboardQueries extracts every PromQL expression of every dashboard: the panels'
-// targets (rows' nested panels included) and the query variables, whose label_values(...)
-// and query_result(...) wrappers are Grafana's, not PromQL; the selector or query inside is.
+// targets (rows' nested panels included), the annotations' queries, and the query variables,
+// whose label_values(...) and query_result(...) wrappers are Grafana's, not PromQL; the
+// selector or query inside is.
 func dashboardQueries(t *testing.T) []query {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dashboardDir, "*.json"))
@@ -96,7 +97,13 @@ func dashboardQueries(t *testing.T) []query {
 			t.Fatal(err)
 		}
 		var d struct {
-			Panels     []panel `json:"panels"`
+			Panels      []panel `json:"panels"`
+			Annotations struct {
+				List []struct {
+					Name string `json:"name"`
+					Expr string `json:"expr"`
+				} `json:"list"`
+			} `json:"annotations"`
 			Templating struct {
 				List []struct {
 					Name  string          `json:"name"`
@@ -121,6 +128,11 @@ func dashboardQueries(t *testing.T) []query {
 			}
 		}
 		walk(d.Panels)
+		for _, a := range d.Annotations.List {
+			if strings.TrimSpace(a.Expr) != "" {
+				out = append(out, query{fmt.Sprintf("%s: annotation %q", name, a.Name), a.Expr})
+			}
+		}
 		for _, v := range d.Templating.List {
 			if v.Type != "query" {
 				continue

@@ -2,9 +2,12 @@ package alerts
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -23,12 +26,19 @@ const shortFor = "5s"
 // e2eJob is the scrape job name; it follows the documented convention (contains "diskprobe").
 const e2eJob = "diskprobe"
 
+// peersJob scrapes the same exporter as three instances: a group of peers for the peer panels.
+const peersJob = "diskprobe-peers"
+
 // TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter runs the real exporter on a
 // temporary directory and an ext4 loop device, scraped every second by each supported
 // Prometheus (Debian's 2.42 and Prometheus 3, side by side) with the rule files loaded. After a short warm-up every dashboard query and every
-// recording rule must return at least one series and every rule must evaluate without error.
+// recording rule must return at least one series and every rule must evaluate without error
+// (node_exporter, where installed, is scraped too, for the workload panel, and the exporter a
+// second time as a group of three peers; the queries that need smartctl_exporter are named in
+// dashboardQueriesEmptyByDesign).
 // Then the loop device is throttled to 20 writes/s with a blkio cgroup holding the exporter,
-// and the fdatasync-above-10ms alert must reach `firing`.
+// and the fdatasync-above-10ms alert must reach `firing`; then the dashboards' queries of
+// firing alerts (the annotations, the fleet table's count) must return series too.
 func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireTools(t, "prometheus", "losetup", "mkfs.ext4", "mount", "umount")
@@ -57,19 +67,44 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
     limits:   {timeout: 30s, min_free: 0}
 `, loopDir, plainDir, plainReads))
 	exporter := testenv.StartExporter(t, cfg)
-	// Each supported Prometheus scrapes the same exporter with the same rules, side by side.
+	// Each supported Prometheus scrapes the same exporter with the same rules, side by side,
+	// and node_exporter where installed, for the target dashboard's workload panel.
+	// The same exporter is scraped a second time as a group of three peers (peersJob), so
+	// that the peer rules and panels have a group; the alert checked below is e2eJob's.
+	jobs := map[string]string{e2eJob: exporter.Addr, peersJob: exporter.Addr}
+	emptyQueries := dashboardQueriesEmptyByDesign
+	if addr, ok := startNodeExporter(t); ok {
+		jobs["node"] = addr
+	} else {
+		t.Logf("no %s: the node_exporter queries are not required to return series", nodeExporterBinary)
+		emptyQueries = maps.Clone(emptyQueries)
+		maps.Copy(emptyQueries, nodeExporterQueries)
+	}
+	for where := range emptyQueries {
+		if !slices.ContainsFunc(dashboardQueries(t), func(q query) bool { return q.Where == where }) {
+			t.Errorf("dashboardQueriesEmptyByDesign names %q, which no dashboard has", where)
+		}
+	}
 	servers := testenv.PrometheusServers(t)
 	rules := rulesWithShortFor(t)
 	proms := make([]*testenv.Prometheus, len(servers))
 	for i, srv := range servers {
-		proms[i] = testenv.StartPrometheus(t, testenv.PrometheusOptions{Binary: srv.Bin, Jobs: map[string]string{e2eJob: exporter.Addr}, Rules: rules})
+		proms[i] = testenv.StartPrometheus(t, testenv.PrometheusOptions{Binary: srv.Bin, Jobs: jobs, Rules: rules,
+			Instances: map[string][]string{peersJob: {"peer-a", "peer-b", "peer-c"}}})
 	}
 	t.Logf("exporter and %d prometheus servers up after %v", len(proms), time.Since(began).Round(time.Millisecond))
 
 	// Warm-up: every dashboard query, every recording rule, every rule healthy, on each server.
-	var checks []namedExpr
+	// The queries of firing alerts (ALERTS) are checked once an alert fires, below.
+	var checks, alertChecks []namedExpr
 	for _, q := range dashboardQueries(t) {
-		checks = append(checks, namedExpr{q.Where, expandGrafana(q.Expr, "1m", ".*")})
+		switch {
+		case emptyQueries[q.Where] != "":
+		case strings.Contains(q.Expr, "ALERTS"):
+			alertChecks = append(alertChecks, namedExpr{q.Where, expandGrafana(q.Expr, "1m", ".*")})
+		default:
+			checks = append(checks, namedExpr{q.Where, expandGrafana(q.Expr, "1m", ".*")})
+		}
 	}
 	for _, name := range sortedKeys(recordedNames(t)) {
 		checks = append(checks, namedExpr{"recording rule " + name, name})
@@ -81,7 +116,7 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 		metrics := scrapeText(exporter.Addr)
 		for i, prom := range proms {
 			for _, c := range checks {
-				if emptyByDesign(c.expr, metrics) {
+				if emptyByDesign(c.expr, metrics) || cpuWaitUnmeasured(c.expr, metrics) {
 					continue
 				}
 				n, err := prom.SeriesCount(c.expr)
@@ -126,7 +161,20 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 		v, _ := prom.Value(p99)
 		t.Logf("prometheus %s: %s firing %v after throttling (fdatasync p99 over 5m: %.1fms)",
 			servers[i].Name, alert, time.Since(throttled).Round(time.Millisecond), v*1000)
+		for _, c := range alertChecks {
+			n, err := prom.SeriesCount(c.expr)
+			if err != nil || n == 0 {
+				t.Errorf("prometheus %s, %s firing: %s: %d series, %v\n%s", servers[i].Name, alert, c.where, n, err, c.expr)
+			}
+			// The fleet table counts it on the disk's row.
+			if strings.Contains(c.where, "diskprobe-fleet.json: panel") {
+				if v, err := prom.Value(fmt.Sprintf(`max(%s and on (job, target) {job=%q, target="loop"})`, c.expr, e2eJob)); err != nil || v < 1 {
+					t.Errorf("prometheus %s, %s firing: %s counts %v alerts for target loop (%v)", servers[i].Name, alert, c.where, v, err)
+				}
+			}
+		}
 	}
+	t.Logf("%d dashboard queries of firing alerts return series on %d servers", len(alertChecks), len(proms))
 	t.Logf("whole test %v", time.Since(began).Round(time.Millisecond))
 }
 
@@ -143,6 +191,72 @@ func emptyByDesign(name, metrics string) bool {
 		return !strings.Contains(metrics, "diskprobe_probe_cpu_wait_seconds_total")
 	}
 	return strings.HasPrefix(name, "peers:")
+}
+
+// dashboardQueriesEmptyByDesign names the dashboard queries that this test leaves empty (no
+// smartctl_exporter, every instance selected), and why; the test checks that each is still
+// on a dashboard.
+var dashboardQueriesEmptyByDesign = map[string]string{
+	// The other members of this member's group: empty when every instance is selected, as here.
+	`diskprobe-target.json: panel "This member against its peers" C`: "one instance selected",
+	`diskprobe-target.json: panel "SMART (smartctl_exporter)" A`:     "smartctl_exporter",
+	`diskprobe-target.json: panel "SMART (smartctl_exporter)" B`:     "smartctl_exporter",
+	`diskprobe-target.json: panel "SMART (smartctl_exporter)" C`:     "smartctl_exporter",
+	`diskprobe-target.json: panel "SMART (smartctl_exporter)" D`:     "smartctl_exporter",
+	`diskprobe-target.json: panel "SMART (smartctl_exporter)" E`:     "smartctl_exporter",
+}
+
+// nodeExporterQueries are the queries that need node_exporter: required to return series
+// when the test could scrape one.
+var nodeExporterQueries = map[string]string{
+	`diskprobe-target.json: panel "The workload on this device (node_exporter)" A`: "node_exporter",
+	`diskprobe-target.json: panel "The workload on this device (node_exporter)" B`: "node_exporter",
+}
+
+// nodeExporterBinary is Debian's node_exporter (package prometheus-node-exporter).
+const nodeExporterBinary = "prometheus-node-exporter"
+
+// startNodeExporter runs node_exporter with only its diskstats collector, loop devices
+// included (excluded by default), so that the workload panel joins the loop target's device.
+// It reports false when node_exporter is not installed.
+func startNodeExporter(t *testing.T) (string, bool) {
+	t.Helper()
+	bin, err := exec.LookPath(nodeExporterBinary)
+	if err != nil {
+		return "", false
+	}
+	addr := testenv.FreePort(t)
+	log := &testenv.SyncBuffer{}
+	cmd := exec.Command(bin, "--web.listen-address="+addr, "--collector.disable-defaults", "--collector.diskstats",
+		"--collector.diskstats.device-exclude=^(ram|fd)[0-9]+$")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("node_exporter log:\n%s", log.String())
+		}
+	})
+	testenv.WaitFor(t, 30*time.Second, "node_exporter answering on "+addr, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return addr, true
+}
+
+// cpuWaitUnmeasured tells a dashboard query of the CPU wait counter or its recording rule
+// on a kernel without schedstat, where the exporter does not expose the counter.
+func cpuWaitUnmeasured(expr, metrics string) bool {
+	return strings.Contains(expr, "cpu_wait") && !strings.Contains(metrics, "diskprobe_probe_cpu_wait_seconds_total")
 }
 
 // rulesWithShortFor writes a copy of every rule file with every `for:` set to shortFor, and

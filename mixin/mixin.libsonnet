@@ -29,7 +29,8 @@ local defaultPeerGroupLabels = 'job, cluster, target';
     // The labels whose values make a group of peers (the same target on the instances of a job,
     // within an etcd cluster), e.g. 'job, namespace, target'. Keep `instance` out of it: it is the
     // member. The peer alerts' annotations look the group up by job, cluster and target, and leave
-    // the group's figure out when those are not its labels.
+    // the group's figure out when those are not its labels. The target dashboard's peer panels
+    // follow it.
     peerGroupLabels: defaultPeerGroupLabels,
     // Where each alert's runbook_url points: the runbook's URL, the alert's anchor appended,
     // e.g. 'https://git.example.com/ops/diskprobe/runbook.md' for a copy on your own wiki or Git
@@ -54,7 +55,8 @@ local defaultPeerGroupLabels = 'job, cluster, target';
   prometheusAlerts+:: { groups+: groups(true) },
   prometheusRules+:: { groups+: groups(false) },
   grafanaDashboards+:: {
-    [name]: std.parseJson(std.strReplace(dashboardFiles[name], defaultSelector, cfg.diskprobeSelector))
+    // The target dashboard's peer panels join on the group's labels, as the rules do.
+    [name]: std.parseJson(std.strReplace(std.strReplace(dashboardFiles[name], defaultSelector, cfg.diskprobeSelector), defaultPeerGroupLabels, cfg.peerGroupLabels))
     for name in std.objectFields(dashboardFiles)
   },
 }

@@ -153,6 +153,10 @@ func TestMixinConfigReachesTheRules(t *testing.T) {
 	if peerUses == 0 {
 		t.Error("no rule groups peers by the configured _config.peerGroupLabels")
 	}
+	dashboards, _ := json.Marshal(out.Dashboards)
+	if strings.Contains(string(dashboards), "job, cluster, target") || !strings.Contains(string(dashboards), "on (job, etcd_cluster, target)") {
+		t.Error("the dashboards' peer panels do not join on the configured _config.peerGroupLabels")
+	}
 }
 
 // TestMixinOutputPassesPromtool: what the mixin renders loads into Prometheus 2.42 and 3.

@@ -32,6 +32,9 @@ type PrometheusOptions struct {
 	// JobConfig are YAML lines added to every job's scrape config, e.g.
 	// "scrape_native_histograms: true" (Prometheus 3).
 	JobConfig []string
+	// Instances scrapes a job's address once per name given here, each as that `instance`:
+	// one exporter seen as several members of a group.
+	Instances map[string][]string
 }
 
 // StartPrometheus runs a prometheus (Debian's unless opts.Binary names another) on a free loopback port with its storage in a
@@ -56,7 +59,13 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 	}
 	sort.Strings(jobs)
 	for _, job := range jobs {
-		fmt.Fprintf(&cfg, "  - job_name: %q\n    static_configs:\n      - targets: [%q]\n", job, opts.Jobs[job])
+		fmt.Fprintf(&cfg, "  - job_name: %q\n    static_configs:\n", job)
+		if len(opts.Instances[job]) == 0 {
+			fmt.Fprintf(&cfg, "      - targets: [%q]\n", opts.Jobs[job])
+		}
+		for _, instance := range opts.Instances[job] {
+			fmt.Fprintf(&cfg, "      - targets: [%q]\n        labels: {instance: %q}\n", opts.Jobs[job], instance)
+		}
 		for _, line := range opts.JobConfig {
 			fmt.Fprintf(&cfg, "    %s\n", line)
 		}
