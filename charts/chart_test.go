@@ -447,6 +447,32 @@ func TestRunbookURLBaseReachesEveryAlert(t *testing.T) {
 	}
 }
 
+// TestPeerGroupLabelsReachRulesAndDashboards: peerGroupLabels regroups the peer rules and the
+// target dashboard's peer panels, as the mixin's _config.peerGroupLabels does.
+func TestPeerGroupLabelsReachRulesAndDashboards(t *testing.T) {
+	const labels = "job, etcd_cluster, target"
+	r := render(t, "probe", nil, []string{"peerGroupLabels=" + labels})
+	if r.rule == nil {
+		t.Fatal("no PrometheusRule rendered")
+	}
+	rules, _ := json.Marshal(r.rule.Spec)
+	if strings.Contains(string(rules), "job, cluster, target") {
+		t.Error("the PrometheusRule keeps the default peer group labels")
+	}
+	if !strings.Contains(string(rules), "by ("+labels+")") {
+		t.Error("no rule groups by the configured peer group labels")
+	}
+	dashboards := ""
+	for _, cm := range r.configMaps {
+		for _, v := range cm.Data {
+			dashboards += v
+		}
+	}
+	if strings.Contains(dashboards, "job, cluster, target") || !strings.Contains(dashboards, labels) {
+		t.Error("the dashboards keep the default peer group labels")
+	}
+}
+
 func TestDashboardConfigMapsAreTheShippedDashboards(t *testing.T) {
 	r := render(t, "probe", nil, nil)
 	files, err := filepath.Glob("../dashboards/*.json")
