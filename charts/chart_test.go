@@ -451,7 +451,8 @@ func TestRunbookURLBaseReachesEveryAlert(t *testing.T) {
 // target dashboard's peer panels, as the mixin's _config.peerGroupLabels does.
 func TestPeerGroupLabelsReachRulesAndDashboards(t *testing.T) {
 	const labels = "job, etcd_cluster, target"
-	r := render(t, "probe", nil, []string{"peerGroupLabels=" + labels})
+	// helm's --set splits on commas: a user escapes them, as here, or uses a values file.
+	r := render(t, "probe", nil, []string{"peerGroupLabels=" + strings.ReplaceAll(labels, ",", `\,`)})
 	if r.rule == nil {
 		t.Fatal("no PrometheusRule rendered")
 	}
