@@ -65,6 +65,41 @@ func TestAlertsMeetIssue15Goals(t *testing.T) {
 	}
 }
 
+// TestReplayScenariosAlone replays, at the full size of `make bench`, only the scenarios
+// whose name starts with DISKPROBE_REPLAY_ONLY (e.g. "fleet:", the Tail-at-Store healthy
+// groups), and logs how each goal fared; it writes no report. For a goal's figure without the
+// whole replay: DISKPROBE_REPLAY_ONLY=fleet: go test ./internal/alertreplay -run '^TestReplayScenariosAlone$' -v -timeout 90m
+func TestReplayScenariosAlone(t *testing.T) {
+	prefix := os.Getenv("DISKPROBE_REPLAY_ONLY")
+	if prefix == "" {
+		t.Skip("set DISKPROBE_REPLAY_ONLY to the start of the scenario names to replay")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	lib, err := LoadLibrary("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chosen []*Scenario
+	for _, sc := range Scenarios(lib, Full) {
+		if strings.HasPrefix(sc.Name, prefix) {
+			chosen = append(chosen, sc)
+		}
+	}
+	if len(chosen) == 0 {
+		t.Fatalf("no scenario name starts with %q", prefix)
+	}
+	began := time.Now()
+	files := append(ruleFiles(t), "testdata/etcd-mixin.rules.yml")
+	results, err := RunAll(context.Background(), chosen, files, DefaultProbing, time.Minute, Workers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d scenarios in %v", len(results), time.Since(began).Round(time.Second))
+	for _, row := range Judge(results) {
+		t.Logf("%v %s — %s: %s", row.Met, row.Goal, row.Scenario, row.Measured)
+	}
+}
+
 // TestReplayReport is the full replay of `make bench`: thirty days of each healthy disk,
 // a week of baseline, the recordings; it rewrites its own section of the report named by
 // DISKPROBE_BENCH_REPORT. DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./internal/alertreplay -run '^TestReplayReport$' -v -timeout 60m
