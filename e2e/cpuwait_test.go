@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,18 +61,35 @@ func TestStarvedCPUsShowAsCPUWaitNotAsTheDisk(t *testing.T) {
 	share, perOp, ops := fsyncShare(t, first, quiet, "disk")
 	t.Logf("before the hog: %d write+fdatasync, mean %v, CPU wait %.0f %% of it", ops, perOp, share*100)
 
-	// Four busy processes per CPU at the exporter's own priority: the run queue of the
-	// user's report (10 on 2 CPUs), whatever else the machine runs.
-	for range 4 * runtime.NumCPU() {
+	// A node whose CPUs are saturated by work that weighs more than the prober: the
+	// exporter in a cpu cgroup of 10 shares, as the chart's 10m CPU request makes its pod,
+	// and four busy processes per CPU at the root's 1024 each (the user's report: a run queue
+	// of 10 on 2 CPUs). Busy processes at the exporter's own weight barely delay it (the
+	// scheduler favours a thread waking from I/O): eight of them on two CPUs gave 32 % here.
+	cg := testenv.CPUShares(t, 10)
+	cg.Add(e.Pid())
+	hogs := 4 * runtime.NumCPU()
+	for range hogs {
 		testenv.StartProcess(t, "sh", "-c", "while :; do :; done")
 	}
 	time.Sleep(time.Second)
-	from := e.MustScrape()
-	to := waitRounds(t, e, from, 3)
-	share, perOp, ops = fsyncShare(t, from, to, "disk")
-	t.Logf("with %d busy processes on %d CPUs: %d write+fdatasync, mean %v, CPU wait %.0f %% of it", 4*runtime.NumCPU(), runtime.NumCPU(), ops, perOp, share*100)
-	if share <= 0.3 {
-		t.Errorf("CPU wait is %.0f %% of the fsync probe's latency on saturated CPUs and an idle disk; want most of it (> 30 %%)", share*100)
+	// Round by round: one unmeasured round (its schedstat reading failed, so it adds
+	// nothing; seen once in seven runs here as a share of 0 over three rounds) must not
+	// decide the judgement, so the median of five rounds' shares does.
+	from := waitRounds(t, e, e.MustScrape(), 1)
+	var shares []float64
+	to := from
+	for range 5 {
+		next := waitRounds(t, e, to, 1)
+		share, perOp, ops := fsyncShare(t, to, next, "disk")
+		t.Logf("with the exporter at 10 cpu shares and %d busy processes on %d CPUs: %d write+fdatasync, mean %v, CPU wait %.0f %% of it", hogs, runtime.NumCPU(), ops, perOp, share*100)
+		shares = append(shares, share)
+		to = next
+	}
+	slices.Sort(shares)
+	// Most of it, as the rules read it: DiskprobeHostCPUStarved fires above one half.
+	if median := shares[len(shares)/2]; median <= 0.5 {
+		t.Errorf("CPU wait is %.0f %% of the fsync probe's latency (median of 5 rounds) on saturated CPUs and an idle disk; want most of it (> 50 %%)", median*100)
 	}
 	if n := errs(to, "disk", "fsync"); n != 0 {
 		t.Errorf("%.0f failed rounds", n)

@@ -147,6 +147,7 @@ func Freeze(t testing.TB, dir string) (thaw func()) {
 // Cgroup is a blkio cgroup v1 the test created.
 type Cgroup struct {
 	t    testing.TB
+	root string // the hierarchy's root, where cleanup moves the processes back
 	Path string
 }
 
@@ -165,15 +166,41 @@ func ThrottleWrites(t testing.TB, dev string, iops int) *Cgroup {
 	if err := unix.Stat(dev, &st); err != nil {
 		t.Fatal(err)
 	}
-	cg := &Cgroup{t: t, Path: filepath.Join(blkioRoot, fmt.Sprintf("diskprobe-test-%d-%d", os.Getpid(), rand.IntN(1<<30)))}
-	if err := os.Mkdir(cg.Path, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cg.remove)
+	cg := newCgroup(t, blkioRoot)
 	rule := fmt.Sprintf("%d:%d %d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), iops)
 	if err := os.WriteFile(filepath.Join(cg.Path, "blkio.throttle.write_iops_device"), []byte(rule), 0o644); err != nil {
 		t.Fatalf("throttling %s: %v", dev, err)
 	}
+	return cg
+}
+
+// cpuRoot is the cgroup v1 cpu controller's hierarchy.
+const cpuRoot = "/sys/fs/cgroup/cpu"
+
+// CPUShares makes a cpu cgroup (v1) with the given cpu.shares: a process moved into it
+// (Add) gets that weight against the root's 1024 per busy process, as a Kubernetes pod with
+// a CPU request of shares/1024 cores does (the chart requests 10m, 10 shares).
+func CPUShares(t testing.TB, shares int) *Cgroup {
+	t.Helper()
+	RequireRoot(t)
+	if _, err := os.Stat(filepath.Join(cpuRoot, "cpu.shares")); err != nil {
+		t.Skip("needs the cgroup v1 cpu controller at " + cpuRoot)
+	}
+	cg := newCgroup(t, cpuRoot)
+	if err := os.WriteFile(filepath.Join(cg.Path, "cpu.shares"), []byte(fmt.Sprint(shares)), 0o644); err != nil {
+		t.Fatalf("cpu.shares %d: %v", shares, err)
+	}
+	return cg
+}
+
+// newCgroup makes a cgroup of this test under root, removed in cleanup with its processes
+// moved back to root.
+func newCgroup(t testing.TB, root string) *Cgroup {
+	cg := &Cgroup{t: t, root: root, Path: filepath.Join(root, fmt.Sprintf("diskprobe-test-%d-%d", os.Getpid(), rand.IntN(1<<30)))}
+	if err := os.Mkdir(cg.Path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cg.remove)
 	return cg
 }
 
@@ -188,7 +215,7 @@ func (c *Cgroup) Add(pid int) {
 func (c *Cgroup) remove() {
 	data, _ := os.ReadFile(filepath.Join(c.Path, "cgroup.procs"))
 	for _, pid := range strings.Fields(string(data)) {
-		_ = os.WriteFile(filepath.Join(blkioRoot, "cgroup.procs"), []byte(pid), 0o644) // an exited pid: nothing to move
+		_ = os.WriteFile(filepath.Join(c.root, "cgroup.procs"), []byte(pid), 0o644) // an exited pid: nothing to move
 	}
 	for i := 0; i < 50; i++ {
 		if err := os.Remove(c.Path); err == nil || os.IsNotExist(err) {
