@@ -175,7 +175,9 @@ func finiteBuckets(h *dto.Histogram) []*dto.Bucket {
 // fleet serves nodes × targets synthetic targets: /node/<i> is node i, a member of
 // cluster i/3, serving targets t0000… with the template's series. Histograms grow by ~20
 // operations per 15 s from a lognormal latency (median per target, one member in seven
-// clusters 2.5x slower, 5 % of scrapes a 4x slower spell), so rates and quantiles move.
+// clusters 2.5x slower, 2 % of scrapes a 4x slower spell), so rates and quantiles move.
+// Error and skip counters stay put and success timestamps are now: a mostly healthy
+// fleet, with the few firing alerts a real one has, not thousands.
 type fleet struct {
 	tmpl    *targetTemplate
 	targets int // per node
@@ -202,7 +204,7 @@ func newFleet(tmpl *targetTemplate, nodes, perNode int) *fleet {
 	for i := range nodes {
 		n := &fleetNode{rng: rand.New(rand.NewPCG(uint64(i), 7))}
 		for k := range perNode {
-			median := 0.0005 * math.Exp(float64((i/3*7+k)%11)/5) // 0.5-3.7 ms
+			median := 0.0003 * math.Exp(float64((i/3*7+k)%11)/7) // 0.3-1.3 ms: a mostly healthy fleet
 			if (i/3)%7 == 0 && i%3 == 0 {
 				median *= 2.5
 			}
@@ -261,7 +263,7 @@ func (fl *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k := range fl.targets {
 		target := fmt.Sprintf("t%04d", k)
 		slow := 1.0
-		if n.rng.Float64() < 0.05 {
+		if n.rng.Float64() < 0.02 {
 			slow = 4
 		}
 		j := 0
@@ -299,12 +301,19 @@ func (fl *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					out("%s_bucket{%s,le=\"+Inf\"} %g\n", name, labels, math.Floor(s.count))
 					out("%s_sum{%s} %g\n%s_count{%s} %g\n", name, labels, s.sum, name, labels, math.Floor(s.count))
 				case m.Counter != nil:
-					if strings.HasSuffix(name, "_seconds_total") {
+					switch {
+					case strings.Contains(name, "error") || strings.Contains(name, "skipped"):
+						// A healthy fleet: errors and skips stay where the real scrape had them.
+					case name == "diskprobe_probe_cpu_wait_seconds_total":
+						s.value += dt * 0.0001 // a few % of the fsync probe's time: no starved hosts
+					case strings.HasSuffix(name, "_seconds_total"):
 						s.value += dt * 0.002 * (1 + float64(k%5))
-					} else {
+					default:
 						s.value += dt * 0.1 * (1 + float64(k%5))
 					}
 					out("%s{%s} %g\n", name, labels, s.value)
+				case strings.HasSuffix(name, "_timestamp_seconds"):
+					out("%s{%s} %g\n", name, labels, float64(time.Now().UnixMilli())/1000)
 				default:
 					out("%s{%s} %g\n", name, labels, s.value)
 				}
