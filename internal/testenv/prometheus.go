@@ -35,6 +35,11 @@ type PrometheusOptions struct {
 	// Instances scrapes a job's address once per name given here, each as that `instance`:
 	// one exporter seen as several members of a group.
 	Instances map[string][]string
+	// EvalInterval is the rule evaluation interval, when it differs from Interval.
+	EvalInterval time.Duration
+	// ScrapeConfigs is YAML appended under scrape_configs, for jobs Jobs cannot describe
+	// (many targets, per-target labels): list items indented by two spaces.
+	ScrapeConfigs string
 }
 
 // StartPrometheus runs a prometheus (Debian's unless opts.Binary names another) on a free loopback port with its storage in a
@@ -49,10 +54,13 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 	if opts.Interval == 0 {
 		opts.Interval = time.Second
 	}
+	if opts.EvalInterval == 0 {
+		opts.EvalInterval = opts.Interval
+	}
 	rules, _ := json.Marshal(opts.Rules)
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "global:\n  scrape_interval: %s\n  scrape_timeout: %s\n  evaluation_interval: %s\nrule_files: %s\nscrape_configs:\n",
-		opts.Interval, opts.Interval, opts.Interval, rules)
+		opts.Interval, opts.Interval, opts.EvalInterval, rules)
 	jobs := make([]string, 0, len(opts.Jobs))
 	for job := range opts.Jobs {
 		jobs = append(jobs, job)
@@ -70,6 +78,7 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 			fmt.Fprintf(&cfg, "    %s\n", line)
 		}
 	}
+	cfg.WriteString(opts.ScrapeConfigs)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
@@ -119,6 +128,9 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Pid is the Prometheus process's id.
+func (p *Prometheus) Pid() int { return p.cmd.Process.Pid }
 
 // API GETs a Prometheus HTTP API path and decodes its data field into out.
 func (p *Prometheus) API(path string, params url.Values, out any) error {
