@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/device"
 )
 
 // teardown stops the cluster and removes everything it made, then releases the lock.
@@ -202,7 +204,7 @@ func unmountUnder(dirs ...string) error {
 			if len(f) < 5 {
 				continue
 			}
-			mp := unescape(f[4])
+			mp := device.UnescapeMountinfo(f[4])
 			for _, d := range dirs {
 				if mp == d || strings.HasPrefix(mp, d+"/") {
 					points = append(points, mp)
@@ -223,25 +225,6 @@ func unmountUnder(dirs ...string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // removeKubepods removes the kubelet's cgroups (kubepods and its QoS children, under
