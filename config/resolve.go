@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 )
 
 // Resolve looks at each target's path on disk: it must exist and be a directory or a
@@ -76,30 +75,4 @@ func ResolveTarget(file string, t *Target) error {
 func (t Target) AssumedDirectory() Target {
 	t.applyKindDefaults(KindDirectory)
 	return t
-}
-
-// applyKindDefaults sets the probes the target runs as a target of that kind (see
-// probesFor). It makes a new map: t may be a copy sharing its map with the parsed target.
-func (t *Target) applyKindDefaults(kind Kind) {
-	t.Probe = t.probesFor(kind)
-}
-
-// probesFor is the one place a target's probes are decided: those its file names, each
-// with its kind's Defaults for the fields left out (filled in by the parser), or, when it
-// names none, the default probes of a target of that kind — fsync, randread and seqread on
-// a directory; randread and seqread on a block device. The parser validates what this
-// returns for every kind a target may turn out to be, before the disk is asked, so a
-// default probe meets the same checks as a named one.
-func (t *Target) probesFor(kind Kind) map[string]*ProbeConfig {
-	probes := map[string]*ProbeConfig{}
-	for _, k := range ProbeKinds {
-		switch {
-		case len(t.Probe) > 0 && t.Probe[k.Name] != nil:
-			probes[k.Name] = t.Probe[k.Name]
-		case len(t.Probe) == 0 && slices.Contains(k.DefaultOn, kind):
-			c := k.Defaults
-			probes[k.Name] = &c
-		}
-	}
-	return probes
 }
