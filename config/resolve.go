@@ -35,20 +35,11 @@ func Read(file string) (*Config, error) {
 // goroutine of its own, on a copy of the target.
 func ResolveTarget(file string, t *Target) error {
 	var errs []error
-	fail := func(format string, args ...any) error { return t.FieldError(file, "path", format, args...) }
-	fi, err := os.Stat(t.Path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fail("%s does not exist", t.Path)
-	case err != nil:
-		return fail("%v", err)
-	case fi.IsDir():
-		t.Kind = KindDirectory
-	case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
-		t.Kind = KindBlockDevice
-	default:
-		return fail("%s is neither a directory nor a block device", t.Path)
+	kind, err := KindOf(t.Path)
+	if err != nil {
+		return t.FieldError(file, "path", "%v", err)
 	}
+	t.Kind = kind
 	t.applyKindDefaults(t.Kind)
 	if t.ProbeDir != "" {
 		var err error
@@ -67,6 +58,25 @@ func ResolveTarget(file string, t *Target) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// KindOf is what path is as a target: a directory or a block device; anything else (a
+// regular file, a character device) or a path that does not exist is an error that says
+// so. The daemon's Resolve and the check command ask it alike. Its stat hangs on a hung
+// mount: callers bound their wait for it.
+func KindOf(path string) (Kind, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("%s does not exist", path)
+	case err != nil:
+		return "", err
+	case fi.IsDir():
+		return KindDirectory, nil
+	case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
+		return KindBlockDevice, nil
+	}
+	return "", fmt.Errorf("%s is neither a directory nor a block device", path)
 }
 
 // AssumedDirectory is t as it is probed while its path has not answered yet: with the
