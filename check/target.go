@@ -44,17 +44,11 @@ func openTarget(ctx context.Context, path, probeDir string, paths device.Paths) 
 	if err := answers(ctx, path, probeDir); err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("%s does not exist", path)
-	case err != nil:
+	kind, err := config.KindOf(path)
+	if err != nil {
 		return nil, err
 	}
-	t := &target{path: path, isDevice: fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0}
-	if !fi.IsDir() && !t.isDevice {
-		return nil, fmt.Errorf("%s is neither a directory nor a block device", path)
-	}
+	t := &target{path: path, isDevice: kind == config.KindBlockDevice}
 	if info, err := paths.Resolve(path); err == nil {
 		t.device = &Device{Name: info.Name, Disk: info.Disk, Model: info.Model, Serial: info.Serial, Rotational: info.Rotational}
 		t.align = info.LogicalBlockSize

@@ -64,9 +64,6 @@ const (
 	GiB = 1 << 30
 )
 
-// DefaultLimits are the limits docs/configuration.md documents; the probes' defaults are in ProbeKinds.
-var DefaultLimits = Limits{IOPS: 200, Bandwidth: 50 * MiB, Timeout: 30 * time.Second, MinFree: 1 * GiB}
-
 // MaxBlockSize bounds the buffers a probe allocates.
 const MaxBlockSize = 64 * MiB
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -334,6 +335,49 @@ func TestDefaultProbeErrorReportedOnce(t *testing.T) {
 	for _, probe := range []string{"fsync", "randread", "seqread"} {
 		if n := strings.Count(err.Error(), "one "+probe+" block"); n != 1 {
 			t.Errorf("the %s block error appears %d times, want once:\n%s", probe, n, err)
+		}
+	}
+}
+
+// The rule in defaults.go: a kind takes exactly the fields whose default is not zero.
+// A key the kind does not take (file_size on seqread) is an unknown field at its line,
+// not a value silently ignored; a key it takes changes that field and no other.
+func TestAProbeTakesExactlyTheFieldsItHasADefaultFor(t *testing.T) {
+	fields := []struct {
+		key, value string
+		field      func(*ProbeConfig) any // a pointer to the field
+		set        func(*ProbeConfig)
+	}{
+		{"interval", "7s", func(c *ProbeConfig) any { return &c.Interval }, func(c *ProbeConfig) { c.Interval = 7 * time.Second }},
+		{"ops", "7", func(c *ProbeConfig) any { return &c.Ops }, func(c *ProbeConfig) { c.Ops = 7 }},
+		{"bytes", "7MiB", func(c *ProbeConfig) any { return &c.Bytes }, func(c *ProbeConfig) { c.Bytes = 7 * MiB }},
+		{"block_size", "8KiB", func(c *ProbeConfig) any { return &c.BlockSize }, func(c *ProbeConfig) { c.BlockSize = 8 * KiB }},
+		{"file_size", "7MiB", func(c *ProbeConfig) any { return &c.FileSize }, func(c *ProbeConfig) { c.FileSize = 7 * MiB }},
+	}
+	if n := reflect.TypeOf(ProbeConfig{}).NumField(); n != len(fields) {
+		t.Fatalf("ProbeConfig has %d fields, this test knows %d", n, len(fields))
+	}
+	for _, k := range ProbeKinds {
+		for _, f := range fields {
+			body := fmt.Sprintf("targets:\n  - name: a\n    path: /tmp\n    %s: {%s: %s}\n", k.Name, f.key, f.value)
+			cfg, err := Parse([]byte(body), "diskprobe.yml")
+			def := Default(k.Name)
+			if reflect.ValueOf(f.field(&def)).Elem().IsZero() {
+				want := fmt.Sprintf(`diskprobe.yml:4: targets[0].%s: unknown field %q`, k.Name, f.key)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%s.%s, which has no default: got %v, want %q", k.Name, f.key, err, want)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s.%s: %v", k.Name, f.key, err)
+				continue
+			}
+			want := def
+			f.set(&want)
+			if got := *cfg.Targets[0].Probe[k.Name]; got != want {
+				t.Errorf("%s: {%s: %s} gave %+v, want %+v", k.Name, f.key, f.value, got, want)
+			}
 		}
 	}
 }

@@ -207,6 +207,8 @@ var targetNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
 
 func (p *parser) target(n *yaml.Node, index int, baseDir string) (Target, bool) {
 	field := fmt.Sprintf("targets[%d]", index)
+	// Limits start from the defaults and the file's keys overwrite them, as each probe's
+	// fields do below: every check that follows sees the values the target runs with.
 	t := Target{Line: n.Line, Index: index, Limits: DefaultLimits, Lines: map[string]int{}}
 	before := len(p.errs)
 	var nameNode, pathNode, probeDirNode *yaml.Node
@@ -235,7 +237,7 @@ func (p *parser) target(n *yaml.Node, index int, baseDir string) (Target, bool) 
 			if k == nil {
 				return false
 			}
-			c := k.Defaults
+			c := k.Defaults // the file's keys overwrite the defaults; the checks see both
 			p.probeFields(val, f, &c, k.Defaults)
 			if t.Probe == nil {
 				t.Probe = map[string]*ProbeConfig{}
@@ -286,7 +288,9 @@ func (p *parser) str(n *yaml.Node, field string) string {
 	return n.Value
 }
 
-// probeFields reads the keys a probe may have: those whose default is not zero.
+// probeFields reads the keys a probe may have into c, which holds the kind's defaults.
+// takes says which keys those are: a kind takes exactly the fields whose default is not
+// zero (defaults.go says why), and any other key is an unknown field.
 func (p *parser) probeFields(n *yaml.Node, field string, c *ProbeConfig, takes ProbeConfig) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // `fsync:` with nothing after it: on, with defaults

@@ -14,7 +14,7 @@ const (
 )
 
 // ProbeKind is the config side of a probe kind: its key, what it does to a target and the
-// fields it takes. Parsing, defaults, validation and Resolve read it; the collector
+// fields it takes, with its defaults. Parsing, validation and Resolve read it; the collector
 // builds and records each kind from its own file (collector/probe_<name>.go).
 type ProbeKind struct {
 	Name string
@@ -29,20 +29,21 @@ type ProbeKind struct {
 	// DefaultOn are the target kinds that get this probe when the target names none.
 	DefaultOn []Kind
 	// Defaults are the values of the fields a present key leaves out. The kind takes
-	// exactly the fields whose default is not zero (see probeFields).
+	// exactly the fields whose default is not zero: the rule, and every default's value,
+	// are in defaults.go.
 	Defaults ProbeConfig
 	// Check, when set, checks the fields against each other: the field it names
 	// (e.g. "block_size") and the message, or "" when they agree.
 	Check func(c *ProbeConfig) (field, msg string)
 }
 
-// ProbeKinds are the probe kinds in scheduling order. A new kind is one entry here, one
-// file in probe/ (its I/O) and one in collector/ (how it is built and what it records).
+// ProbeKinds are the probe kinds in scheduling order. A new kind is one entry here (its
+// defaults in defaults.go), one file in probe/ (its I/O) and one in collector/ (how it is
+// built and what it records).
 var ProbeKinds = []*ProbeKind{
 	{
 		// The etcd-WAL-like probe: sequential writes, each followed by fdatasync.
-		Name: ProbeFsync, Writes: true, DefaultOn: []Kind{KindDirectory},
-		Defaults: ProbeConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 2300, FileSize: 64 * MiB},
+		Name: ProbeFsync, Writes: true, DefaultOn: onDirectories, Defaults: defaultFsync,
 		Check: func(c *ProbeConfig) (string, string) {
 			if c.FileSize < fsyncHeaderRoom+c.BlockSize {
 				return "file_size", fmt.Sprintf("must hold the 4KiB header and at least one block_size (%s), got %s", FormatSize(c.BlockSize), FormatSize(c.FileSize))
@@ -52,8 +53,7 @@ var ProbeKinds = []*ProbeKind{
 	},
 	{
 		// O_DIRECT random reads of block_size at queue depth 1.
-		Name: ProbeRandread, ReadsSource: true, DirectIO: true, DefaultOn: []Kind{KindDirectory, KindBlockDevice},
-		Defaults: ProbeConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 4 * KiB, FileSize: DefaultReadFileSize},
+		Name: ProbeRandread, ReadsSource: true, DirectIO: true, DefaultOn: onEveryKind, Defaults: defaultRandread,
 		Check: func(c *ProbeConfig) (string, string) {
 			if c.BlockSize > c.FileSize {
 				return "block_size", fmt.Sprintf("must not exceed file_size (%s), got %s", FormatSize(c.FileSize), FormatSize(c.BlockSize))
@@ -62,14 +62,12 @@ var ProbeKinds = []*ProbeKind{
 		},
 	},
 	{
-		Name: ProbeSeqread, ReadsSource: true, DirectIO: true, DefaultOn: []Kind{KindDirectory, KindBlockDevice},
-		Defaults: ProbeConfig{Interval: 10 * time.Minute, Bytes: 64 * MiB, BlockSize: 1 * MiB},
-		Check:    blockWithinBytes,
+		Name: ProbeSeqread, ReadsSource: true, DirectIO: true, DefaultOn: onEveryKind, Defaults: defaultSeqread,
+		Check: blockWithinBytes,
 	},
 	{
-		Name: ProbeSeqwrite, Writes: true, DirectIO: true,
-		Defaults: ProbeConfig{Interval: time.Hour, Bytes: 64 * MiB, BlockSize: 1 * MiB},
-		Check:    blockWithinBytes,
+		Name: ProbeSeqwrite, Writes: true, DirectIO: true, Defaults: defaultSeqwrite,
+		Check: blockWithinBytes,
 	},
 }
 
@@ -81,10 +79,6 @@ type ProbeConfig struct {
 	BlockSize int64
 	FileSize  int64
 }
-
-// DefaultReadFileSize is the size of the read probe file when no probe that reads it
-// sets file_size (randread's default).
-const DefaultReadFileSize = 256 * MiB
 
 // fsyncHeaderRoom is the start of the fsync probe file that holds its header.
 const fsyncHeaderRoom = 4 * KiB
@@ -105,6 +99,3 @@ func LookupProbe(name string) *ProbeKind {
 	}
 	return nil
 }
-
-// Default is the configuration of a probe of kind name as an empty key gives it.
-func Default(name string) ProbeConfig { return LookupProbe(name).Defaults }

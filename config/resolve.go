@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 )
 
 // Resolve looks at each target's path on disk: it must exist and be a directory or a
@@ -36,20 +35,11 @@ func Read(file string) (*Config, error) {
 // goroutine of its own, on a copy of the target.
 func ResolveTarget(file string, t *Target) error {
 	var errs []error
-	fail := func(format string, args ...any) error { return t.FieldError(file, "path", format, args...) }
-	fi, err := os.Stat(t.Path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fail("%s does not exist", t.Path)
-	case err != nil:
-		return fail("%v", err)
-	case fi.IsDir():
-		t.Kind = KindDirectory
-	case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
-		t.Kind = KindBlockDevice
-	default:
-		return fail("%s is neither a directory nor a block device", t.Path)
+	kind, err := KindOf(t.Path)
+	if err != nil {
+		return t.FieldError(file, "path", "%v", err)
 	}
+	t.Kind = kind
 	t.applyKindDefaults(t.Kind)
 	if t.ProbeDir != "" {
 		var err error
@@ -70,36 +60,29 @@ func ResolveTarget(file string, t *Target) error {
 	return errors.Join(errs...)
 }
 
+// KindOf is what path is as a target: a directory or a block device; anything else (a
+// regular file, a character device) or a path that does not exist is an error that says
+// so. The daemon's Resolve and the check command ask it alike. Its stat hangs on a hung
+// mount: callers bound their wait for it.
+func KindOf(path string) (Kind, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("%s does not exist", path)
+	case err != nil:
+		return "", err
+	case fi.IsDir():
+		return KindDirectory, nil
+	case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
+		return KindBlockDevice, nil
+	}
+	return "", fmt.Errorf("%s is neither a directory nor a block device", path)
+}
+
 // AssumedDirectory is t as it is probed while its path has not answered yet: with the
 // default probes of a directory when it names none. A path that hangs is on a network or
 // FUSE filesystem, so a directory; block device nodes live on /dev, which answers.
 func (t Target) AssumedDirectory() Target {
 	t.applyKindDefaults(KindDirectory)
 	return t
-}
-
-// applyKindDefaults sets the probes the target runs as a target of that kind (see
-// probesFor). It makes a new map: t may be a copy sharing its map with the parsed target.
-func (t *Target) applyKindDefaults(kind Kind) {
-	t.Probe = t.probesFor(kind)
-}
-
-// probesFor is the one place a target's probes are decided: those its file names, each
-// with its kind's Defaults for the fields left out (filled in by the parser), or, when it
-// names none, the default probes of a target of that kind — fsync, randread and seqread on
-// a directory; randread and seqread on a block device. The parser validates what this
-// returns for every kind a target may turn out to be, before the disk is asked, so a
-// default probe meets the same checks as a named one.
-func (t *Target) probesFor(kind Kind) map[string]*ProbeConfig {
-	probes := map[string]*ProbeConfig{}
-	for _, k := range ProbeKinds {
-		switch {
-		case len(t.Probe) > 0 && t.Probe[k.Name] != nil:
-			probes[k.Name] = t.Probe[k.Name]
-		case len(t.Probe) == 0 && slices.Contains(k.DefaultOn, kind):
-			c := k.Defaults
-			probes[k.Name] = &c
-		}
-	}
-	return probes
 }

@@ -130,10 +130,26 @@ func plan(scheduler *collector.Scheduler, file string, logger *slog.Logger) (*co
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range p.Unanswered() {
-		logger.Warn("target's path did not answer; not ready until it does", "err", w)
-	}
+	logEach(logger, slog.LevelWarn, "target's path did not answer; not ready until it does", p.Unanswered())
 	return p, nil
+}
+
+// logEach logs each error of errs in a record of its own, with the error as its "err"
+// attribute: an error of a configuration file is one per field at fault (config.JoinErrors
+// joins them), and a record apiece keeps each readable in the journal, naming its file,
+// line and field, rather than one record with every error and "\n" between them.
+func logEach(logger *slog.Logger, level slog.Level, msg string, errs []error) {
+	for _, err := range errs {
+		logger.Log(context.Background(), level, msg, "err", err)
+	}
+}
+
+// errorsOf are the errors err joins, or err alone.
+func errorsOf(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func run(configFile string, paths device.Paths, metricsPath string, enablePprof bool, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
@@ -146,11 +162,11 @@ func run(configFile string, paths device.Paths, metricsPath string, enablePprof 
 	scheduler := collector.NewScheduler(metrics, paths, collector.RealClock{}, logger)
 	first, err := plan(scheduler, configFile, logger)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		logEach(logger, slog.LevelError, "invalid configuration; not starting", errorsOf(err))
 		return 1
 	}
 	if err := scheduler.Apply(first); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		logger.Error("not starting", "err", err)
 		return 1
 	}
 	metrics.SetReload(true, time.Now())
@@ -179,7 +195,7 @@ func run(configFile string, paths device.Paths, metricsPath string, enablePprof 
 			case errors.Is(err, collector.ErrStopped):
 				logger.Info("reload not applied: shutting down")
 			case err != nil:
-				logger.Error("reload failed; keeping the running configuration", "err", err)
+				logEach(logger, slog.LevelError, "reload failed; keeping the running configuration", errorsOf(err))
 				metrics.SetReload(false, time.Now())
 			default:
 				metrics.SetReload(true, time.Now())
@@ -204,7 +220,12 @@ func run(configFile string, paths device.Paths, metricsPath string, enablePprof 
 		return scheduler.Stop(shutdownGrace)
 	}
 
-	handler := newHandler(reg, metricsPath, enablePprof, scheduler.Ready, reload, logger)
+	handler, err := newHandler(reg, metricsPath, enablePprof, scheduler.Ready, reload, logger)
+	if err != nil {
+		logger.Error("not starting", "err", err)
+		shutdown()
+		return 1
+	}
 	server := &http.Server{
 		Handler: handler,
 		// A slow or oversized client must not tie up the server.
@@ -246,7 +267,7 @@ func run(configFile string, paths device.Paths, metricsPath string, enablePprof 
 	}
 }
 
-func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, ready func() error, reload func() error, logger *slog.Logger) http.Handler {
+func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, ready func() error, reload func() error, logger *slog.Logger) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
@@ -290,12 +311,11 @@ func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, 
 		},
 	})
 	if err != nil {
-		logger.Error("landing page", "err", err)
-		os.Exit(1)
+		return nil, fmt.Errorf("landing page: %w", err)
 	}
 	mux.Handle("GET /{$}", landing)
 	if enablePprof {
 		servePprof(mux)
 	}
-	return mux
+	return mux, nil
 }
