@@ -139,8 +139,17 @@ func plan(scheduler *collector.Scheduler, file string, logger *slog.Logger) (*co
 // joins them), and a record apiece keeps each readable in the journal, naming its file,
 // line and field, rather than one record with every error and "\n" between them.
 func logEach(logger *slog.Logger, level slog.Level, msg string, errs []error) {
+	ctx := context.Background()
+	if !logger.Enabled(ctx, level) {
+		return
+	}
+	// The records' source is the caller's line, not this one.
+	var pcs [1]uintptr
+	runtime.Callers(2, pcs[:])
 	for _, err := range errs {
-		logger.Log(context.Background(), level, msg, "err", err)
+		r := slog.NewRecord(time.Now(), level, msg, pcs[0])
+		r.Add("err", err)
+		_ = logger.Handler().Handle(ctx, r)
 	}
 }
 
