@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/internal/benchkit"
 )
 
 // ruleScaleEnv turns TestRuleScale on (make bench sets it): it needs GBs of memory and

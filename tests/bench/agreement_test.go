@@ -3,7 +3,7 @@ package bench
 import (
 	"github.com/diskprobe/diskprobe_exporter/internal/latency"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
+	"github.com/diskprobe/diskprobe_exporter/tests/internal/benchkit"
 
 	"context"
 	"encoding/json"

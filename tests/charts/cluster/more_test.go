@@ -17,8 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/k8senv"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/internal/k8senv"
 )
 
 // TestEtcdPresetOnMountedEtcdDiskRefusedOrWritingInsideEtcdData runs the etcd preset with the

@@ -1,4 +1,4 @@
-module github.com/diskprobe/diskprobe_exporter/bench/plot
+module github.com/diskprobe/diskprobe_exporter/tests/bench/plot
 
 go 1.26.0
 

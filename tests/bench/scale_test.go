@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
+	"github.com/diskprobe/diskprobe_exporter/tests/internal/benchkit"
 
 	"bufio"
 	"bytes"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
+	"github.com/diskprobe/diskprobe_exporter/tests/internal/benchkit"
 )
 
 // Some end-to-end tests also measure how precisely rounds keep their schedule and how fast

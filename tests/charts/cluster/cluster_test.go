@@ -30,8 +30,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/k8senv"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/internal/k8senv"
 )
 
 // chartDir is the chart installed: this checkout's, or DISKPROBE_K8S_CHART (another copy of

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
+	"github.com/diskprobe/diskprobe_exporter/tests/internal/benchkit"
 )
 
 // RunAll replays every scenario, workers at a time.

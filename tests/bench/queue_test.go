@@ -14,10 +14,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/benchkit"
 	"github.com/diskprobe/diskprobe_exporter/internal/latency"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/probe"
+	"github.com/diskprobe/diskprobe_exporter/tests/internal/benchkit"
 )
 
 // queueFileSize is the file both tools read and write: 1 GiB, check's default --file-size.

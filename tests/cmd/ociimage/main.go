@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/ociimage"
+	"github.com/diskprobe/diskprobe_exporter/tests/internal/ociimage"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/ociimage"
+	"github.com/diskprobe/diskprobe_exporter/tests/internal/ociimage"
 )
 
 // importPause builds ./pause as a static binary, packs it as the sandbox image and
