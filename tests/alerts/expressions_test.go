@@ -1,7 +1,8 @@
-// Package alerts holds the Prometheus recording and alerting rules of diskprobe_exporter
-// (diskprobe.rules.yml) and their promtool unit tests. Its Go tests run promtool, check that
-// every rule and dashboard query names only metrics the exporter really registers, and run
-// the rules and dashboards against a real Prometheus scraping the real exporter.
+// Package alerts tests the Prometheus recording and alerting rules of diskprobe_exporter
+// (alerts/diskprobe.rules.yml at the top of the repository) and their promtool unit tests
+// (alerts/tests/). It runs promtool, checks that every rule and dashboard query names only
+// metrics the exporter really registers, and runs the rules and dashboards against a real
+// Prometheus scraping the real exporter.
 package alerts
 
 import (
@@ -15,6 +16,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // ruleFile is the part of a Prometheus rule file the tests read.
@@ -34,13 +37,13 @@ type rule struct {
 	Annotations map[string]string `yaml:"annotations"`
 }
 
-// ruleFiles are the rule files shipped in this directory (test files excluded).
+// ruleFiles are the rule files shipped in alerts/ (test files excluded).
 func ruleFiles(t *testing.T) []string {
 	t.Helper()
 	// Every *.yml here, as a user's `rule_files: [alerts/*.yml]` takes them: a promtool test
 	// file among them makes Prometheus exit ("field rule_files not found"), so those live in
 	// alerts/tests/ and promtool check rules fails on any that comes back.
-	files, err := filepath.Glob("*.yml")
+	files, err := filepath.Glob(testenv.RepoPath("alerts", "*.yml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no *.yml in alerts/ (%v)", err)
 	}
@@ -78,14 +81,13 @@ type query struct {
 	Expr  string // as written, with Grafana variables
 }
 
-const dashboardDir = "../dashboards"
-
 // dashboardQueries extracts every PromQL expression of every dashboard: the panels'
 // targets (rows' nested panels included), the annotations' queries, and the query variables,
 // whose label_values(...) and query_result(...) wrappers are Grafana's, not PromQL; the
 // selector or query inside is.
 func dashboardQueries(t *testing.T) []query {
 	t.Helper()
+	dashboardDir := testenv.RepoPath("dashboards")
 	files, err := filepath.Glob(filepath.Join(dashboardDir, "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no dashboards in %s (%v)", dashboardDir, err)

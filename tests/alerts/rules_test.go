@@ -29,7 +29,7 @@ func TestRulesPassPromtoolCheck(t *testing.T) {
 }
 
 func TestRulesPassPromtoolUnitTests(t *testing.T) {
-	tests, err := filepath.Glob("tests/*.yml")
+	tests, err := filepath.Glob(testenv.RepoPath("alerts", "tests", "*.yml"))
 	if err != nil || len(tests) == 0 {
 		t.Fatalf("no promtool unit test files in alerts/tests/")
 	}
@@ -50,7 +50,7 @@ const runbookBase = "https://github.com/diskprobe/diskprobe_exporter/blob/main/d
 // a severity Alertmanager can route on, a summary, a description that says what to do, and
 // a runbook link whose anchor exists in docs/runbook.md.
 func TestEveryAlertIsRoutableAndDocumented(t *testing.T) {
-	runbook, err := os.ReadFile("../docs/runbook.md")
+	runbook, err := os.ReadFile(testenv.RepoPath("docs", "runbook.md"))
 	if err != nil {
 		t.Fatalf("the runbook the alerts link to: %v", err)
 	}
@@ -111,7 +111,7 @@ func markdownAnchors(md string) map[string]bool {
 // TestEveryAlertHasAUnitTestThatFiresIt makes sure no alert ships untested: each one is
 // expected to fire in at least one promtool alert_rule_test.
 func TestEveryAlertHasAUnitTestThatFiresIt(t *testing.T) {
-	tests, _ := filepath.Glob("tests/*.yml")
+	tests, _ := filepath.Glob(testenv.RepoPath("alerts", "tests", "*.yml"))
 	fired := map[string]bool{}
 	quiet := map[string]bool{}
 	for _, path := range tests {

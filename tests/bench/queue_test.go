@@ -48,7 +48,7 @@ func measureQueue(t *testing.T) *benchkit.Queue {
 	rounds := envInt(t, "DISKPROBE_BENCH_QUEUE_ROUNDS", 5)
 	const runFor = 3 * time.Second
 	q := &benchkit.Queue{Date: time.Now(),
-		Command: "DISKPROBE_BENCH_QUEUE=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./bench -run '^TestQueueDepthAgreement$' -count=1 -v -timeout 30m (root)",
+		Command: "DISKPROBE_BENCH_QUEUE=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestQueueDepthAgreement$' -count=1 -v -timeout 30m (root)",
 		Backing: "Both on ext4 on a loop device (`--direct-io=on`) whose image is in /dev/shm: RAM behind a real block layer, " +
 			"so the figures are this machine's CPU and memory, not its shared virtio disk."}
 	_, dir := testenv.RAMLoopExt4(t, 3<<30)

@@ -56,8 +56,8 @@ func TestBenchReport(t *testing.T) {
 		}
 	}
 	dir := benchDir(t)
-	rep := &benchkit.Report{Date: start, PlotsDir: "bench/plots",
-		Command: "make bench (as root): DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./bench -run '^TestBenchReport$' -count=1 -v -timeout 40m; then (cd bench/plot && go run . -in ../plots/cdf.json -out ../plots)"}
+	rep := &benchkit.Report{Date: start, PlotsDir: "tests/bench/plots",
+		Command: "make bench (as root): DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestBenchReport$' -count=1 -v -timeout 40m; then (cd tests/bench/plot && go run . -in ../plots/cdf.json -out ../plots)"}
 	rep.Machine = machine(t, dir)
 
 	ok := t.Run("agreement", func(t *testing.T) {
@@ -109,24 +109,25 @@ func envInt(t *testing.T, name string, def int) int {
 
 // hotPaths runs the Go benchmarks of this package and parses their output.
 func hotPaths(t *testing.T, dir string) *benchkit.HotPaths {
-	return goBench(t, ".", []string{"DISKPROBE_BENCH_DIR=" + dir, reportEnv + "="},
+	return goBench(t, "tests", "./bench", []string{"DISKPROBE_BENCH_DIR=" + dir, reportEnv + "="},
 		"-run", "^$", "-bench", ".", "-benchmem", "-benchtime", "2s", "-count", "1")
 }
 
 // scrapeServing runs collector's BenchmarkScrape64Targets: the exporter's serving path
 // against client_golang's histograms and promhttp's gzip level, side by side.
 func scrapeServing(t *testing.T) *benchkit.HotPaths {
-	return goBench(t, "../collector", nil, "-run", "^$", "-bench", "Scrape64Targets", "-benchmem", "-benchtime", "300x", "-count", "6")
+	return goBench(t, "", "./collector", nil, "-run", "^$", "-bench", "Scrape64Targets", "-benchmem", "-benchtime", "300x", "-count", "6")
 }
 
-// goBench runs `go test` with args on the package directory pkg and parses the output.
-func goBench(t *testing.T, pkg string, env []string, args ...string) *benchkit.HotPaths {
-	cmd := exec.Command("go", append(append([]string{"test"}, args...), ".")...)
-	cmd.Dir = pkg
+// goBench runs `go test` with args on the package pkg of the module in the directory module
+// of the repository ("" for the daemon's, "tests" for this one), and parses the output.
+func goBench(t *testing.T, module, pkg string, env []string, args ...string) *benchkit.HotPaths {
+	cmd := exec.Command("go", append(append([]string{"test"}, args...), pkg)...)
+	cmd.Dir = testenv.RepoPath(module)
 	cmd.Env = append(os.Environ(), env...)
 	outp, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("go test %s (in %s): %v\n%s", strings.Join(args, " "), pkg, err, outp)
+		t.Fatalf("go test %s %s (in %s): %v\n%s", strings.Join(args, " "), pkg, cmd.Dir, err, outp)
 	}
 	quoted := make([]string, len(args))
 	for i, a := range args {
@@ -135,11 +136,11 @@ func goBench(t *testing.T, pkg string, env []string, args ...string) *benchkit.H
 			quoted[i] = "'" + a + "'"
 		}
 	}
-	name := "./bench"
-	if pkg != "." {
-		name = "./" + strings.TrimPrefix(pkg, "../")
+	goTest := "go test "
+	if module != "" {
+		goTest = "go -C " + module + " test "
 	}
-	h := &benchkit.HotPaths{Command: strings.TrimSpace(strings.Join(env, " ") + " go test " + name + " " + strings.Join(quoted, " "))}
+	h := &benchkit.HotPaths{Command: strings.TrimSpace(strings.Join(env, " ") + " " + goTest + pkg + " " + strings.Join(quoted, " "))}
 	var kept []string
 	for _, line := range strings.Split(string(outp), "\n") {
 		if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "cpu:") || strings.HasPrefix(line, "goos:") {

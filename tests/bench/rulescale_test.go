@@ -354,13 +354,9 @@ func measureRules(t *testing.T, promBin string, tmpl *targetTemplate, targets in
 		fmt.Fprintf(&sc, "      - targets: [%q]\n        labels: {__metrics_path__: \"/node/%d\", instance: \"node%05d:9934\", cluster: \"c%04d\"}\n",
 			ln.Addr().String(), i, i, i/3)
 	}
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := testenv.StartPrometheus(t, testenv.PrometheusOptions{
 		Binary:        promBin,
-		Rules:         []string{filepath.Join(root, "alerts", "diskprobe.rules.yml")},
+		Rules:         []string{testenv.RepoPath("alerts", "diskprobe.rules.yml")},
 		Interval:      scrape,
 		EvalInterval:  eval,
 		ScrapeConfigs: sc.String(),
@@ -470,7 +466,7 @@ func (rs *ruleScale) markdown() string {
 	w("%s of samples before the first measured evaluation: the 1h and 6h windows hold only that much, so\n", rs.Warmup)
 	w("their rules cost less here than after hours. Load average %s at the start, %s at the end (2 CPUs,\n", rs.Load, rs.LoadAfter)
 	w("shared). Goal: a full evaluation at 10,000 targets under 10 %% of the 1-minute interval (6 s).\n\n")
-	w("Command (alone, rewriting this section): `%s=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./bench -run '^TestRuleScale$' -count=1 -v -timeout 60m`, run at %s.\n\n",
+	w("Command (alone, rewriting this section): `%s=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestRuleScale$' -count=1 -v -timeout 60m`, run at %s.\n\n",
 		ruleScaleEnv, rs.Date.UTC().Format("2006-01-02 15:04 MST"))
 	w("| targets | peer groups | head series | peak RSS | full evaluation, median (max) |")
 	groups := map[string]bool{}

@@ -1,4 +1,5 @@
-// Package charts holds the Helm chart's tests: helm lint and helm template for each values
+// Package charts holds the tests of the Helm chart (charts/diskprobe-exporter at the top of
+// the repository): helm lint and helm template for each values
 // file, every rendered object decoded strictly into the Kubernetes and prometheus-operator
 // API types, and the chart's rules and dashboards compared with their single sources.
 package charts
@@ -24,7 +25,8 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
-const chartDir = "diskprobe-exporter"
+// chartDir is the chart, in the daemon's module.
+var chartDir = testenv.RepoPath("charts", "diskprobe-exporter")
 
 // Helm is the helm the chart tests run (internal/testenv builds it once per machine).
 func Helm(t testing.TB) string { return testenv.Helm(t) }
@@ -377,7 +379,7 @@ func TestRulesSelectTheJobTheMonitorsGive(t *testing.T) {
 
 // jobSelector is the job regex the shipped rules use.
 func jobSelector(t *testing.T) *regexp.Regexp {
-	data, err := os.ReadFile("../alerts/diskprobe.rules.yml")
+	data, err := os.ReadFile(testenv.RepoPath("alerts", "diskprobe.rules.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +399,7 @@ func TestPrometheusRuleIsTheShippedRuleFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile("../alerts/diskprobe.rules.yml")
+	data, err := os.ReadFile(testenv.RepoPath("alerts", "diskprobe.rules.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +415,7 @@ func TestPrometheusRuleIsTheShippedRuleFile(t *testing.T) {
 		t.Error("alerts/diskprobe.rules.yml has no groups")
 	}
 	// Every rule file of alerts/ reaches the chart.
-	files, _ := filepath.Glob("../alerts/*.yml")
+	files, _ := filepath.Glob(testenv.RepoPath("alerts", "*.yml"))
 	for _, f := range files {
 		if filepath.Base(f) == "diskprobe.rules.yml" {
 			continue
@@ -476,7 +478,7 @@ func TestPeerGroupLabelsReachRulesAndDashboards(t *testing.T) {
 
 func TestDashboardConfigMapsAreTheShippedDashboards(t *testing.T) {
 	r := render(t, "probe", nil, nil)
-	files, err := filepath.Glob("../dashboards/*.json")
+	files, err := filepath.Glob(testenv.RepoPath("dashboards", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no dashboards: %v", err)
 	}
@@ -486,7 +488,7 @@ func TestDashboardConfigMapsAreTheShippedDashboards(t *testing.T) {
 			continue
 		}
 		for key, data := range cm.Data {
-			want, err := os.ReadFile(filepath.Join("../dashboards", key))
+			want, err := os.ReadFile(testenv.RepoPath("dashboards", key))
 			if err != nil {
 				t.Errorf("ConfigMap %s holds %s, which dashboards/ does not have", cm.Name, key)
 				continue
@@ -515,7 +517,7 @@ func TestChartValuesAreInTheReadme(t *testing.T) {
 	if err := yaml.Unmarshal(data, &values); err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../docs/kubernetes.md")
+	readme, err := os.ReadFile(testenv.RepoPath("docs", "kubernetes.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

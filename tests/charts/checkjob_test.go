@@ -21,7 +21,7 @@ import (
 // (with --help appended, so that nothing is measured): a misspelt flag fails here, not in
 // a user's cluster.
 func TestCheckJobExampleDecodesAndItsArgumentsParse(t *testing.T) {
-	data, err := os.ReadFile("../examples/kubernetes/check-job.yaml")
+	data, err := os.ReadFile(testenv.RepoPath("examples", "kubernetes", "check-job.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ var jobStatuses = map[string]string{
 // jsonpath, missing keys allowed, exactly one value, compared as text) on the Job's status when
 // running, passed and failed: it must end on PASS and on FAIL, not while running.
 func TestCheckJobDocumentedWaitEndsOnFailToo(t *testing.T) {
-	data, err := os.ReadFile("../examples/kubernetes/check-job.yaml")
+	data, err := os.ReadFile(testenv.RepoPath("examples", "kubernetes", "check-job.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestImageRunsWithTheDaemonSetsOwnSettings(t *testing.T) {
 	tag := "test-" + randomHex(4)
 	ref := "localhost/diskprobe-exporter-test:" + tag
 	archive := filepath.Join(t.TempDir(), "image.tar")
-	out, err := exec.Command("make", "-C", "..", "image", "IMAGE=diskprobe-exporter-test", "TAG="+tag, "DIST="+filepath.Dir(archive)).CombinedOutput()
+	out, err := exec.Command("make", "-C", testenv.RepoPath(), "image", "IMAGE=diskprobe-exporter-test", "TAG="+tag, "DIST="+filepath.Dir(archive)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("make image: %v\n%s", err, out)
 	}

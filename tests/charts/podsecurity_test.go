@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // TestPodSecurityLevelTheReadmeNames evaluates the rendered pods with the Pod Security
@@ -35,7 +37,7 @@ func TestPodSecurityLevelTheReadmeNames(t *testing.T) {
 			t.Errorf("%s: Pod Security privileged forbids the pod: %v", vs.name, privileged.ForbiddenReasons)
 		}
 	}
-	doc, err := os.ReadFile("../docs/kubernetes.md")
+	doc, err := os.ReadFile(testenv.RepoPath("docs", "kubernetes.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // TestMonitoringObjectsRenderOnlyWhereTheClusterServesThem: on a cluster without
@@ -58,7 +60,7 @@ func TestMonitoringObjectsRenderOnlyWhereTheClusterServesThem(t *testing.T) {
 func chartCopies(t *testing.T) map[string]string {
 	t.Helper()
 	copies := map[string]string{"files/diskprobe.rules.yml": "alerts/diskprobe.rules.yml"}
-	dashboards, err := filepath.Glob("../dashboards/*.json")
+	dashboards, err := filepath.Glob(testenv.RepoPath("dashboards", "*.json"))
 	if err != nil || len(dashboards) == 0 {
 		t.Fatalf("no dashboards: %v", err)
 	}
@@ -89,12 +91,12 @@ func TestChartFilesAreCopiesOfAlertsAndDashboards(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := os.ReadFile(filepath.Join("..", src))
+		want, err := os.ReadFile(testenv.RepoPath(src))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("charts/%s/%s differs from %s, its source: %s", chartDir, cp, src, fix)
+			t.Errorf("%s differs from %s, its source: %s", path, src, fix)
 		}
 	}
 	err := filepath.Walk(filepath.Join(chartDir, "files"), func(path string, fi os.FileInfo, err error) error {
@@ -103,7 +105,7 @@ func TestChartFilesAreCopiesOfAlertsAndDashboards(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(chartDir, path)
 		if _, ok := copies[rel]; !ok {
-			t.Errorf("charts/%s/%s has no source in alerts/ or dashboards/: %s", chartDir, rel, fix)
+			t.Errorf("%s has no source in alerts/ or dashboards/: %s", path, fix)
 		}
 		return nil
 	})
@@ -132,7 +134,7 @@ func TestChartRendersWithoutWarningsPackagedAndCopiedAlone(t *testing.T) {
 	if out, err := exec.Command("cp", "-r", chartDir, copied).CombinedOutput(); err != nil {
 		t.Fatalf("cp -r: %v\n%s", err, out)
 	}
-	dashboards, _ := filepath.Glob("../dashboards/*.json")
+	dashboards, _ := filepath.Glob(testenv.RepoPath("dashboards", "*.json"))
 	for name, chart := range map[string]string{"helm package": packaged[0], "cp -r": copied} {
 		t.Run(name, func(t *testing.T) {
 			stdout, stderr := helmStderr(t, templateArgs("probe", chart, nil, []string{"prometheusRule.forceEnable=true"})...)

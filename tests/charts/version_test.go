@@ -17,7 +17,7 @@ import (
 // are numbered after.
 func release(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile("../VERSION")
+	data, err := os.ReadFile(testenv.RepoPath("VERSION"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func release(t *testing.T) string {
 func makeDryRun(t *testing.T, target string) string {
 	t.Helper()
 	testenv.RequireTools(t, "make", "git")
-	out, err := exec.Command("make", "-C", "..", "-n", "--no-print-directory", target).CombinedOutput()
+	out, err := exec.Command("make", "-C", testenv.RepoPath(), "-n", "--no-print-directory", target).CombinedOutput()
 	if err != nil {
 		t.Fatalf("make -n %s: %v\n%s", target, err, out)
 	}
@@ -69,8 +69,8 @@ func TestHelmInstallWithoutImageTagGetsTheImageMakeImageTags(t *testing.T) {
 
 	// The install commands of README.md and docs/kubernetes.md name the image and its archive
 	// by the release.
-	for _, doc := range []string{"../README.md", "../docs/kubernetes.md"} {
-		text, err := os.ReadFile(doc)
+	for _, doc := range []string{"README.md", "docs/kubernetes.md"} {
+		text, err := os.ReadFile(testenv.RepoPath(doc))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestHelmInstallWithoutImageTagGetsTheImageMakeImageTags(t *testing.T) {
 		}
 	}
 
-	job, err := os.ReadFile("../examples/kubernetes/check-job.yaml")
+	job, err := os.ReadFile(testenv.RepoPath("examples", "kubernetes", "check-job.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestHelmInstallWithoutImageTagGetsTheImageMakeImageTags(t *testing.T) {
 // version, which is VERSION's release at its tag and VERSION~git<n>.<sha> before it.
 func TestBinaryAndPackagesCarryTheReleaseVersion(t *testing.T) {
 	v := release(t)
-	out, err := exec.Command("sh", "../packaging/version.sh").Output()
+	out, err := exec.Command("sh", testenv.RepoPath("packaging", "version.sh")).Output()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
-// Package dashboards holds the Grafana dashboards of diskprobe_exporter as JSON, importable
-// into Grafana 10 and later. This test holds them to what makes a dashboard importable and
-// readable; alerts/ parses their queries and runs them against a real Prometheus.
+// Package dashboards tests the Grafana dashboards of diskprobe_exporter (dashboards/*.json at
+// the top of the repository, importable into Grafana 10 and later): it holds them to what
+// makes a dashboard importable and readable; tests/alerts parses their queries and runs them
+// against a real Prometheus.
 package dashboards
 
 import (
@@ -10,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 type dashboard struct {
@@ -58,7 +61,7 @@ type panel struct {
 
 func load(t *testing.T) map[string]dashboard {
 	t.Helper()
-	files, err := filepath.Glob("*.json")
+	files, err := filepath.Glob(testenv.RepoPath("dashboards", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no dashboards (*.json) in dashboards/")
 	}
@@ -72,7 +75,7 @@ func load(t *testing.T) map[string]dashboard {
 		if err := json.Unmarshal(data, &d); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		out[f] = d
+		out[filepath.Base(f)] = d
 	}
 	return out
 }
@@ -218,7 +221,7 @@ func overlapFree(ps []panel) bool {
 // TestEtcdThresholdsAreOnTheLatencyPanels: the fdatasync and write percentiles are read
 // against etcd's 10 ms and 25 ms targets, so those lines must be drawn.
 func TestEtcdThresholdsAreOnTheLatencyPanels(t *testing.T) {
-	data, err := os.ReadFile("diskprobe-target.json")
+	data, err := os.ReadFile(testenv.RepoPath("dashboards", "diskprobe-target.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

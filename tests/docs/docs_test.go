@@ -1,20 +1,22 @@
-// Package docs holds the tests that keep README.md and docs/*.md true to the code: every
+// Package docs holds the tests that keep README.md and docs/*.md (at the top of the
+// repository) true to the code: every
 // configuration key and default, every metric, every alert, every flag and make target the
 // documents name.
 package docs
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // read is a file of the repository, relative to its root.
 func read(t *testing.T, name string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", name))
+	data, err := os.ReadFile(testenv.RepoPath(name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,12 +20,12 @@ import (
 // documents are the files a newcomer reads; the checks below hold for each.
 func documents(t *testing.T) map[string]string {
 	out := map[string]string{"README.md": read(t, "README.md")}
-	files, err := filepath.Glob("*.md")
+	files, err := filepath.Glob(testenv.RepoPath("docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		out["docs/"+f] = read(t, "docs/"+f)
+		out["docs/"+filepath.Base(f)] = read(t, "docs/"+filepath.Base(f))
 	}
 	return out
 }
@@ -213,7 +213,7 @@ func TestLinksBetweenTheDocsResolve(t *testing.T) {
 			if file != "" {
 				path = filepath.Clean(filepath.Join(filepath.Dir(name), file))
 			}
-			data, err := os.ReadFile(filepath.Join("..", path))
+			data, err := os.ReadFile(testenv.RepoPath(path))
 			if errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s links to %s, which does not exist", name, target)
 				continue
@@ -314,7 +314,7 @@ func TestRepositoryPathsAndChartValuesTheReadmeUsesExist(t *testing.T) {
 	}
 	for _, m := range paths {
 		p := strings.TrimRight(m[1], ".")
-		matches, err := filepath.Glob(filepath.Join("..", p))
+		matches, err := filepath.Glob(testenv.RepoPath(p))
 		if err != nil || len(matches) == 0 {
 			t.Errorf("README.md names %s, which is not in the repository", p)
 		}

@@ -44,7 +44,7 @@ func reportTimingGoals(t *testing.T, title, what string, goals []timingGoal) {
 	end := fmt.Sprintf("<!-- end of %s section -->", t.Name())
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## %s\n\n%s\n\n", begin, title, what)
-	fmt.Fprintf(&b, "Command: `DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./e2e -run '^%s$' -count=1 -v`, run at %s.\n\n",
+	fmt.Fprintf(&b, "Command: `DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./e2e -run '^%s$' -count=1 -v`, run at %s.\n\n",
 		t.Name(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	b.WriteString("| figure | measured | goal | met |\n|---|---|---|---|\n")
 	for _, g := range goals {

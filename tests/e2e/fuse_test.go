@@ -70,7 +70,7 @@ func TestFilesystemWithoutFallocateStillProbes(t *testing.T) {
 // tests use a 2s timeout, so they evaluate the same expression against theirs.
 func stuckAlertThreshold(t *testing.T) float64 {
 	t.Helper()
-	b, err := os.ReadFile("../alerts/diskprobe.rules.yml")
+	b, err := os.ReadFile(testenv.RepoPath("alerts", "diskprobe.rules.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}

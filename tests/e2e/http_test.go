@@ -9,9 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -221,8 +219,7 @@ func TestSlowClientDoesNotBlockScrapes(t *testing.T) {
 // header size limit, or one slow or hostile client can hold a connection (and its
 // goroutine and buffers) forever.
 func TestHTTPServerHasTimeouts(t *testing.T) {
-	_, self, _, _ := runtime.Caller(0)
-	file := filepath.Join(filepath.Dir(self), "..", "cmd", "diskprobe_exporter", "main.go")
+	file := testenv.RepoPath("cmd", "diskprobe_exporter", "main.go")
 	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)

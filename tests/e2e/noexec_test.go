@@ -2,10 +2,10 @@ package e2e
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // TestDaemonNeverShellsOut: a prober that runs as a privileged daemon on every storage
@@ -13,9 +13,8 @@ import (
 // calls in the daemon's own packages (depguard and forbidigo, .golangci.yml); this checks
 // that no dependency links os/exec into the binary either.
 func TestDaemonNeverShellsOut(t *testing.T) {
-	_, self, _, _ := runtime.Caller(0)
 	cmd := exec.Command("go", "list", "-deps", "./cmd/diskprobe_exporter")
-	cmd.Dir = filepath.Join(filepath.Dir(self), "..")
+	cmd.Dir = testenv.RepoPath()
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

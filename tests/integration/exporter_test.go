@@ -337,6 +337,7 @@ func TestVersionFromLinkerFlags(t *testing.T) {
 	build := exec.Command("go", "build", "-o", bin, "-ldflags",
 		"-X "+pkg+".Version=9.8.7 -X "+pkg+".Revision=abc123 -X "+pkg+".Branch=testbranch",
 		"github.com/diskprobe/diskprobe_exporter/cmd/diskprobe_exporter")
+	build.Dir = testenv.RepoPath() // the daemon's module, as make build runs
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-// Package mixin tests mixin.libsonnet: its output must be the shipped rules and
+// Package mixin tests mixin/mixin.libsonnet: its output must be the shipped rules and
 // dashboards, and its _config must reach every rule it says it does.
 package mixin
 
@@ -34,7 +34,8 @@ func evaluate(t *testing.T, config string) output {
 	vm := jsonnet.MakeVM()
 	src := `local m = (import 'mixin.libsonnet') + { _config+:: ` + config + ` };
 { alerts: m.prometheusAlerts, rules: m.prometheusRules, dashboards: m.grafanaDashboards }`
-	js, err := vm.EvaluateAnonymousSnippet("test.jsonnet", src)
+	// Named as if it sat beside mixin.libsonnet, whose imports are relative to mixin/.
+	js, err := vm.EvaluateAnonymousSnippet(testenv.RepoPath("mixin", "test.jsonnet"), src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func asJSON(t *testing.T, v any) any {
 
 func TestMixinIsTheShippedRulesAndDashboards(t *testing.T) {
 	out := evaluate(t, "{}")
-	data, err := os.ReadFile("../alerts/diskprobe.rules.yml")
+	data, err := os.ReadFile(testenv.RepoPath("alerts", "diskprobe.rules.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestMixinIsTheShippedRulesAndDashboards(t *testing.T) {
 		t.Error("the mixin's groups differ from alerts/diskprobe.rules.yml")
 	}
 
-	files, _ := filepath.Glob("../dashboards/*.json")
+	files, _ := filepath.Glob(testenv.RepoPath("dashboards", "*.json"))
 	if len(files) != len(out.Dashboards) {
 		t.Errorf("the mixin has %d dashboards, dashboards/ %d: list every file in mixin.libsonnet", len(out.Dashboards), len(files))
 	}

@@ -1,8 +1,8 @@
-// Package packaging holds no code: this directory is the nfpm configuration
-// (nfpm.yaml), the maintainer scripts, the default configuration and
-// /etc/default file that `make package` puts into the .deb and .rpm.
+// Package packaging tests what `make package` builds from packaging/ at the top of the
+// repository (nfpm.yaml, the maintainer scripts, the default configuration and the
+// /etc/default file that go into the .deb and .rpm).
 //
-// Its tests build the packages, check what is in them, check the systemd unit's
-// hardening, and (as root) install the .deb on the machine, run the installed
-// exporter the way the unit runs it, upgrade it and purge it again.
+// It builds the packages, checks what is in them, checks the systemd unit's hardening, and
+// (as root) installs the .deb on the machine, runs the installed exporter the way the unit
+// runs it, upgrades it and purges it again.
 package packaging

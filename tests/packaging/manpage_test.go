@@ -15,7 +15,7 @@ import (
 // "Reference: man diskprobe_exporter", so the man page must carry every configuration key
 // with its default, the files the package installs, and what the signals do.
 func TestManPageHasTheConfigurationFilesAndSignals(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoPath()
 	out, err := exec.Command("sh", filepath.Join(root, "packaging", "manpage.sh"), testenv.Binary(t), "0.0.0").Output()
 	if err != nil {
 		t.Fatalf("manpage.sh: %v", err)

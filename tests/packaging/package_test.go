@@ -88,18 +88,6 @@ var ownDirs = []string{
 	"/usr/share/doc/diskprobe-exporter",
 }
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "packaging", "nfpm.yaml")); err != nil {
-		t.Fatalf("not in the repository's packaging directory: %v", err)
-	}
-	return root
-}
-
 // run runs a command and fails the test with its output if it fails.
 func run(t *testing.T, dir string, timeout time.Duration, name string, args ...string) string {
 	t.Helper()
@@ -134,7 +122,7 @@ func TestServiceUnitExposureIsAtMost2(t *testing.T) {
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Fatal("systemd-analyze not found: install the test dependencies with scripts/ensure-deps.sh")
 	}
-	root := repoRoot(t)
+	root := testenv.RepoPath()
 	unit := filepath.Join(root, "systemd", unitName)
 	// The command exits non-zero only above --threshold (default 100); the figure is what counts.
 	out, _ := runErr(root, time.Minute, nil, "systemd-analyze", "security", "--offline=yes", "--no-pager", unit)
@@ -171,7 +159,7 @@ func TestServiceUnitExposureIsAtMost2(t *testing.T) {
 // a version dpkg and rpm accept, in release order.
 func TestPackageVersionsSortLikeReleases(t *testing.T) {
 	needCommands(t, "git")
-	body, err := os.ReadFile(filepath.Join(repoRoot(t), "packaging", "version.sh"))
+	body, err := os.ReadFile(filepath.Join(testenv.RepoPath(), "packaging", "version.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +294,7 @@ func TestDebInstallRunUpgradePurge(t *testing.T) {
 	if st, err := runErr("/", time.Minute, nil, "dpkg-query", "-W", "-f", "${Status}", pkgName); err == nil && strings.TrimSpace(st) != "" && !strings.Contains(st, "not-installed") {
 		t.Skipf("%s is installed on this machine (%s); this test would purge it. Remove it first: dpkg --purge %s", pkgName, strings.TrimSpace(st), pkgName)
 	}
-	root := repoRoot(t)
+	root := testenv.RepoPath()
 	start := time.Now().Add(-time.Second)
 	phaseStart := time.Now()
 	phase := func(done string) {
@@ -728,7 +716,7 @@ func checkManPage(t *testing.T) {
 		!bytes.Contains(page, []byte("\n.SH \"NAME\"\ndiskprobe_exporter \\- ")) || bytes.Contains(page, []byte("build user")) {
 		t.Errorf("man page is not the kingpin --help-man output (%v):\n%.300s", err, page)
 	}
-	checkManPageSections(t, repoRoot(t), page)
+	checkManPageSections(t, testenv.RepoPath(), page)
 }
 
 // checkProbeFiles checks that the exporter, running as the unit's user with UMask=0077,

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // TestUnitStopTimeoutCoversTheExporterShutdown: without TimeoutStopSec systemd waits its
@@ -13,7 +15,7 @@ import (
 // unit's timeout must leave the exporter the time it promises (systemd would SIGKILL an
 // exporter keeping its promise) and be well under the default.
 func TestUnitStopTimeoutCoversTheExporterShutdown(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoPath()
 	unit, err := os.ReadFile(filepath.Join(root, "systemd", unitName))
 	if err != nil {
 		t.Fatal(err)

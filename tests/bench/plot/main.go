@@ -1,7 +1,7 @@
 // Command plot draws the CDF plots of BENCHMARKS.md from the data TestBenchReport writes
-// (bench/plots/cdf.json): per agreement case, ours against fio, one line per round, the
+// (tests/bench/plots/cdf.json): per agreement case, ours against fio, one line per round, the
 // whole CDF on the left and its tail (1 − CDF, log scale) on the right. It is a module of
-// its own so that the exporter's go.mod does not carry a plotting library.
+// its own so that no other go.mod, the daemon's or the tests', carries a plotting library.
 package main
 
 import (
@@ -47,8 +47,8 @@ var (
 )
 
 func main() {
-	in := flag.String("in", "bench/plots/cdf.json", "data written by TestBenchReport")
-	out := flag.String("out", "bench/plots", "directory for the PNG files")
+	in := flag.String("in", "tests/bench/plots/cdf.json", "data written by TestBenchReport")
+	out := flag.String("out", "tests/bench/plots", "directory for the PNG files")
 	flag.Parse()
 	raw, err := os.ReadFile(*in)
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package cluster installs the chart on a real single-node Kubernetes (internal/k8senv) with
+// Package cluster installs the chart on a real single-node Kubernetes (tests/internal/k8senv) with
 // the image `make image` builds, and checks what rendering cannot: scheduling onto a tainted
 // control-plane node, the kubelet creating the probe directories, readiness through /-/ready,
 // a rolling upgrade, a hung target, the example check Job, uninstall, and prometheus-operator
@@ -40,7 +40,7 @@ var chartDir = func() string {
 	if d := os.Getenv("DISKPROBE_K8S_CHART"); d != "" {
 		return d
 	}
-	return "../diskprobe-exporter"
+	return testenv.RepoPath("charts", "diskprobe-exporter")
 }()
 
 const (
@@ -115,7 +115,7 @@ func importImage(e *env) error {
 	}
 	defer os.RemoveAll(dist)
 	start := time.Now()
-	out, err := exec.Command("make", "-C", "../..", "image", "TAG="+e.tag, "DIST="+dist).CombinedOutput()
+	out, err := exec.Command("make", "-C", testenv.RepoPath(), "image", "TAG="+e.tag, "DIST="+dist).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("make image: %v\n%s", err, out)
 	}

@@ -103,7 +103,7 @@ func throttled(iops int) func(t *testing.T) (string, func(context.Context)) {
 // TestRecordDistributions rewrites testdata/*.lat: the fdatasync latency of every
 // operation of the exporter's own fsync probe (defaults: 20 operations of 2300 bytes a
 // round) on this machine's disk and on throttled, shared and stalling loop devices.
-// Root; about ten minutes. DISKPROBE_RECORD=1 go test ./internal/alertreplay -run TestRecordDistributions -v
+// Root; about ten minutes. DISKPROBE_RECORD=1 go -C tests test ./internal/alertreplay -run TestRecordDistributions -v
 func TestRecordDistributions(t *testing.T) {
 	if os.Getenv("DISKPROBE_RECORD") == "" {
 		t.Skip("set DISKPROBE_RECORD=1 (root) to re-record testdata/*.lat")
@@ -156,7 +156,7 @@ func writeRecording(t *testing.T, path, setup string, lat []time.Duration) {
 	fmt.Fprintf(&b, "# setup: %s.\n", setup)
 	fmt.Fprintf(&b, "# probe: defaults (%d ops of %d B a round), %d rounds %s apart.\n", config.Default(config.ProbeFsync).Ops, config.Default(config.ProbeFsync).BlockSize, recordRounds, recordPause)
 	fmt.Fprintf(&b, "# recorded: %s, kernel %s, %d CPUs, shared with other work.\n", time.Now().UTC().Format("2006-01-02"), strings.TrimSpace(string(kernel)), runtime.NumCPU())
-	fmt.Fprintf(&b, "# regenerate (root): DISKPROBE_RECORD=1 go test ./internal/alertreplay -run 'TestRecordDistributions/%s' -v\n", filepath.Base(path))
+	fmt.Fprintf(&b, "# regenerate (root): DISKPROBE_RECORD=1 go -C tests test ./internal/alertreplay -run 'TestRecordDistributions/%s' -v\n", filepath.Base(path))
 	for _, d := range lat {
 		fmt.Fprintf(&b, "%.1f\n", float64(d)/1e3)
 	}

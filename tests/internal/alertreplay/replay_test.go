@@ -8,11 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // ruleFiles are the shipped rule files: alerts/*.yml (the promtool tests are in alerts/tests/).
 func ruleFiles(t *testing.T) []string {
-	all, err := filepath.Glob("../../alerts/*.yml")
+	all, err := filepath.Glob(testenv.RepoPath("alerts", "*.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +25,7 @@ func ruleFiles(t *testing.T) []string {
 		}
 	}
 	if len(files) == 0 {
-		t.Fatal("no rule files in ../../alerts")
+		t.Fatal("no rule files in alerts/")
 	}
 	return files
 }
@@ -68,7 +70,7 @@ func TestAlertsMeetIssue15Goals(t *testing.T) {
 // TestReplayScenariosAlone replays, at the full size of `make bench`, only the scenarios
 // whose name starts with DISKPROBE_REPLAY_ONLY (e.g. "fleet:", the Tail-at-Store healthy
 // groups), and logs how each goal fared; it writes no report. For a goal's figure without the
-// whole replay: DISKPROBE_REPLAY_ONLY=fleet: go test ./internal/alertreplay -run '^TestReplayScenariosAlone$' -v -timeout 90m
+// whole replay: DISKPROBE_REPLAY_ONLY=fleet: go -C tests test ./internal/alertreplay -run '^TestReplayScenariosAlone$' -v -timeout 90m
 func TestReplayScenariosAlone(t *testing.T) {
 	prefix := os.Getenv("DISKPROBE_REPLAY_ONLY")
 	if prefix == "" {
@@ -102,7 +104,7 @@ func TestReplayScenariosAlone(t *testing.T) {
 
 // TestReplayReport is the full replay of `make bench`: thirty days of each healthy disk,
 // a week of baseline, the recordings; it rewrites its own section of the report named by
-// DISKPROBE_BENCH_REPORT. DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./internal/alertreplay -run '^TestReplayReport$' -v -timeout 60m
+// DISKPROBE_BENCH_REPORT. DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./internal/alertreplay -run '^TestReplayReport$' -v -timeout 60m
 func TestReplayReport(t *testing.T) {
 	out := os.Getenv("DISKPROBE_BENCH_REPORT")
 	if out == "" {
@@ -111,7 +113,7 @@ func TestReplayReport(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	results, elapsed := replayAll(t, Full)
 	rep := &Report{
-		Command:   "DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./internal/alertreplay -run '^TestReplayReport$' -count=1 -v -timeout 60m",
+		Command:   "DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./internal/alertreplay -run '^TestReplayReport$' -count=1 -v -timeout 60m",
 		Date:      time.Now(),
 		Elapsed:   elapsed,
 		EvalEvery: time.Minute,

@@ -87,13 +87,13 @@ func (rep *Report) Markdown() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("%s\n## Alert quality, replayed\n<a id=\"alert-replay\"></a>\n\n", SectionBegin)
-	w("`internal/alertreplay` replays fdatasync latency distributions through a simulation of the exporter's\n")
+	w("`tests/internal/alertreplay` replays fdatasync latency distributions through a simulation of the exporter's\n")
 	w("default fsync probe (%d syncs a round every %s ±%.0f %%, counted into the classic buckets of\n", rep.Probing.Ops, rep.Probing.Interval, 100*rep.Probing.Jitter)
 	w("`collector.LatencyBuckets`), a %s scrape, and Prometheus's own rule manager and PromQL engine\n", rep.Probing.Scrape)
 	w("(github.com/prometheus/prometheus, as promtool's rule unit tests use them) evaluating the shipped\n")
 	w("`alerts/diskprobe.rules.yml` every %s over the whole simulated span. Distributions: recordings of the\n", rep.EvalEvery)
 	w("probe on this machine and on throttled loop devices, published fio and etcd tables, and synthetic\n")
-	w("healthy disks, each in `internal/alertreplay/testdata/` with its source. \"Detected\" is the time from\n")
+	w("healthy disks, each in `tests/internal/alertreplay/testdata/` with its source. \"Detected\" is the time from\n")
 	w("the onset of the bad phase to the first evaluation at which the alert fires; a false firing is an\n")
 	w("episode that began while the disk was healthy, scaled to 30 days of one disk's time.\n")
 	w("Group scenarios run three exporters, the same target on three instances of one cluster (member-0 turns\n")

@@ -403,7 +403,7 @@ func (r *Report) Markdown() string {
 
 	if h := r.Hot; h != nil {
 		w("\n## Hot paths\n<a id=\"hot\"></a>\n\n")
-		w("Go benchmarks in `bench/hotpath_test.go`: one operation per iteration through `Fsync.Round` /\n")
+		w("Go benchmarks in `tests/bench/hotpath_test.go`: one operation per iteration through `Fsync.Round` /\n")
 		w("`Randread.Round` (probe.Unlimited budget, an Observe func feeding the daemon's own histogram,\n")
 		w("`collector.LatencyVec`, classic + native buckets). `mutex-wait-ns/op` is the contention the mutex profile (rate 1)\n")
 		w("recorded on sync.Mutex and sync.RWMutex over the run, per operation; `all-lock-wait-ns/op` is\n")
@@ -652,7 +652,7 @@ func (r *Report) promScrapeMarkdown(w func(string, ...any), s *Scale) {
 	w("`convert_classic_histograms_to_nhcb` it stores the classic buckets as one native histogram with\n")
 	w("custom buckets: fewest series, but no `_bucket` series, which the shipped rules and dashboards read.\n")
 	w("\"Series stored per target\" counts what Prometheus's TSDB holds with a `target` label, per target.\n\n")
-	w("Command (alone): `DISKPROBE_BENCH_PROMSCRAPE=1 go test ./bench -run '^TestPrometheusScrape$' -count=1 -v` (root)\n\n")
+	w("Command (alone): `DISKPROBE_BENCH_PROMSCRAPE=1 go -C tests test ./bench -run '^TestPrometheusScrape$' -count=1 -v` (root)\n\n")
 	w("| Prometheus | setting | diskprobe_exporter median | p90 | samples per scrape | series stored per target | node_exporter median | p90 | samples per scrape | ratio of medians |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range r.PromScrape {
 		w("| %s | %s | %s | %s | %.0f | %.0f | %s | %s | %.0f | %.2f× |\n", p.Server, p.Setting, Dur(p.Ours.Median*1e9), Dur(p.Ours.P90*1e9), p.Ours.Samples, p.StoredSeriesPerTarget,
@@ -745,7 +745,7 @@ func (r *Report) etcdMarkdown(w func(string, ...any)) {
 	w("p50/p99 as `histogram_quantile` gives them from each side's buckets (ours also from our classic\n")
 	w("buckets, as a Prometheus without native histograms sees them, through a second Prometheus).\n")
 	w("The throttled disk: a loop ext4 limited to 20 write IOPS by a blkio cgroup that etcd, the exporter\n")
-	w("and both checks run in.\n\nCommand (alone, rewriting this section): `DISKPROBE_BENCH_ETCD=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go test ./bench -run '^TestEtcdAgreement$' -count=1 -v -timeout 30m` (root), run at %s.\n\n", r.Date.UTC().Format("2006-01-02 15:04 MST"))
+	w("and both checks run in.\n\nCommand (alone, rewriting this section): `DISKPROBE_BENCH_ETCD=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestEtcdAgreement$' -count=1 -v -timeout 30m` (root), run at %s.\n\n", r.Date.UTC().Format("2006-01-02 15:04 MST"))
 	w("| goal | measured | met |\n|---|---|---|\n")
 	for _, row := range r.etcdRows() {
 		w("| %s: %s | %s | %s |\n", row.Figure, row.Goal, row.Value, metWord(row.Met))

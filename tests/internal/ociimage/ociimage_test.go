@@ -6,12 +6,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // TestContainerfileIsWhatMakeImageBuilds: the shipped Containerfile parses into the image
 // the chart and docs/kubernetes.md describe, and the image built from it carries that configuration.
 func TestContainerfileIsWhatMakeImageBuilds(t *testing.T) {
-	spec, err := Parse("../../Containerfile", map[string]string{"VERSION": "1.2.3", "REVISION": "abc"})
+	spec, err := Parse(testenv.RepoPath("Containerfile"), map[string]string{"VERSION": "1.2.3", "REVISION": "abc"})
 	if err != nil {
 		t.Fatal(err)
 	}
