@@ -1,7 +1,9 @@
-// Package e2e runs the real exporter binary through the failures a disk prober meets in
-// the field: frozen and throttled filesystems, full disks, vanishing mounts, hostile
-// files, bad reloads, crashes, hostile clients. Most tests need root and a real kernel
-// (internal/testenv); they skip with a reason otherwise.
+// Package e2e runs the real exporter binary through what goes wrong in the field, and
+// checks what it does then: frozen, hung, slow, throttled, full, vanishing, mounted-over or
+// foreign storage, a starved CPU, missing privileges, kills and crashes, bad reloads, heavy
+// scrape load and hostile clients. What the exporter promises when nothing goes wrong is
+// package integration's. Most tests need root and a real kernel (internal/testenv); they
+// skip with a reason otherwise.
 package e2e
 
 import (

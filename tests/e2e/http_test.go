@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -81,76 +80,6 @@ func TestHTTPRefusesWhatItDoesNotServe(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("128 KiB of headers: %d; want 431", resp.StatusCode)
 	}
-}
-
-// TestLandingPageLinksOnlyWhatAnswers follows every link of the landing page, with and
-// without --web.enable-pprof: a page that offers a profile the exporter does not serve
-// (as it did, answering 404) sends an operator debugging a slow exporter nowhere.
-func TestLandingPageLinksOnlyWhatAnswers(t *testing.T) {
-	href := regexp.MustCompile(`href="([^"]+)"`)
-	for _, c := range []struct {
-		name  string
-		args  []string
-		pprof bool
-	}{{"default", nil, false}, {"--web.enable-pprof", []string{"--web.enable-pprof"}, true}} {
-		t.Run(c.name, func(t *testing.T) {
-			e := startIdle(t, c.args...)
-			base := "http://" + e.Addr + "/"
-			page := get(t, base)
-			var links []string
-			for _, m := range href.FindAllStringSubmatch(page, -1) {
-				if !strings.Contains(m[1], "://") { // the page also links pprof.me and the docs
-					links = append(links, m[1])
-				}
-			}
-			offersProfile := strings.Contains(page, "debug/pprof/")
-			if offersProfile != c.pprof {
-				t.Fatalf("landing page offers profiles: %v, want %v\n%s", offersProfile, c.pprof, page)
-			}
-			if len(links) < 3 {
-				t.Fatalf("only %d links on the landing page: %v", len(links), links)
-			}
-			for _, l := range links {
-				// The page offers a 60 s CPU profile; one second shows it is served.
-				l = strings.Replace(l, "seconds=60", "seconds=1", 1)
-				resp, err := http.Get(base + strings.TrimPrefix(l, "/"))
-				if err != nil {
-					t.Errorf("%s: %v", l, err)
-					continue
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK || len(body) == 0 {
-					t.Errorf("the landing page links %s, which answers %d with %d bytes", l, resp.StatusCode, len(body))
-				}
-			}
-			if !c.pprof {
-				resp, err := http.Get(base + "debug/pprof/heap")
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusNotFound {
-					t.Errorf("/debug/pprof/heap answers %d without --web.enable-pprof, want 404", resp.StatusCode)
-				}
-			}
-			t.Logf("%d links answer 200: %v", len(links), links)
-		})
-	}
-}
-
-func get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
-	}
-	return string(body)
 }
 
 // TestSlowClientDoesNotBlockScrapes opens connections that send their request headers a

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -283,6 +284,65 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 	if v := metric(f, "diskprobe_config_last_reload_success_timestamp_seconds"); v < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Errorf("diskprobe_config_last_reload_success_timestamp_seconds = %v, not the start time", v)
+	}
+}
+
+// TestLandingPageLinksOnlyWhatAnswers follows every link of the landing page, with and
+// without --web.enable-pprof: a page that offers a profile the exporter does not serve
+// (as it did, answering 404) sends an operator debugging a slow exporter nowhere.
+func TestLandingPageLinksOnlyWhatAnswers(t *testing.T) {
+	href := regexp.MustCompile(`href="([^"]+)"`)
+	for _, c := range []struct {
+		name  string
+		args  []string
+		pprof bool
+	}{{"default", nil, false}, {"--web.enable-pprof", []string{"--web.enable-pprof"}, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := testenv.StartExporterWith(t, fsyncAndRandread(t, ""), testenv.ExporterOptions{Args: c.args})
+			base := "http://" + e.Addr + "/"
+			code, _, page := get(t, base)
+			if code != http.StatusOK {
+				t.Fatalf("GET /: %d", code)
+			}
+			var links []string
+			for _, m := range href.FindAllStringSubmatch(page, -1) {
+				if !strings.Contains(m[1], "://") { // the page also links pprof.me and the docs
+					links = append(links, m[1])
+				}
+			}
+			offersProfile := strings.Contains(page, "debug/pprof/")
+			if offersProfile != c.pprof {
+				t.Fatalf("landing page offers profiles: %v, want %v\n%s", offersProfile, c.pprof, page)
+			}
+			if len(links) < 3 {
+				t.Fatalf("only %d links on the landing page: %v", len(links), links)
+			}
+			for _, l := range links {
+				// The page offers a 60 s CPU profile; one second shows it is served.
+				l = strings.Replace(l, "seconds=60", "seconds=1", 1)
+				resp, err := http.Get(base + strings.TrimPrefix(l, "/"))
+				if err != nil {
+					t.Errorf("%s: %v", l, err)
+					continue
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || len(body) == 0 {
+					t.Errorf("the landing page links %s, which answers %d with %d bytes", l, resp.StatusCode, len(body))
+				}
+			}
+			if !c.pprof {
+				resp, err := http.Get(base + "debug/pprof/heap")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusNotFound {
+					t.Errorf("/debug/pprof/heap answers %d without --web.enable-pprof, want 404", resp.StatusCode)
+				}
+			}
+			t.Logf("%d links answer 200: %v", len(links), links)
+		})
 	}
 }
 

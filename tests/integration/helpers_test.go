@@ -1,7 +1,10 @@
-// Package integration runs the real exporter binary (internal/testenv) on real targets:
-// temporary directories, loop devices, loop-mounted ext4, partitions and tmpfs. It checks
-// what the exporter promises from the outside: metrics, device context, rate limits held
-// as measured by the kernel's own counters, and the command line.
+// Package integration runs the real exporter binary (internal/testenv) on real, healthy
+// targets: temporary directories, loop devices, loop-mounted ext4 and btrfs, partitions and
+// tmpfs. It checks what the exporter promises from the outside when nothing goes wrong:
+// metrics, device context, rate limits held as measured by the kernel's own counters,
+// probe_dir placement, cleanup, the HTTP endpoints and web config, the command line and
+// the configuration checks. What the exporter does when something goes wrong is package
+// e2e's.
 package integration
 
 import (
@@ -45,6 +48,13 @@ func hasMetric(f families, name string, labels ...string) bool {
 func waitLog(t *testing.T, e *testenv.Exporter, timeout time.Duration, s string) {
 	t.Helper()
 	testenv.WaitFor(t, timeout, "log line "+s, func() bool { return strings.Contains(e.Log.String(), s) })
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // stopExporter sends SIGTERM and waits for the process to exit.
