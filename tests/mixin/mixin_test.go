@@ -32,10 +32,12 @@ type ruleFile struct {
 func evaluate(t *testing.T, config string) output {
 	t.Helper()
 	vm := jsonnet.MakeVM()
+	// mixin/ is where the snippet's import is found; mixin.libsonnet's own imports are
+	// relative to it.
+	vm.Importer(&jsonnet.FileImporter{JPaths: []string{testenv.RepoPath("mixin")}})
 	src := `local m = (import 'mixin.libsonnet') + { _config+:: ` + config + ` };
 { alerts: m.prometheusAlerts, rules: m.prometheusRules, dashboards: m.grafanaDashboards }`
-	// Named as if it sat beside mixin.libsonnet, whose imports are relative to mixin/.
-	js, err := vm.EvaluateAnonymousSnippet(testenv.RepoPath("mixin", "test.jsonnet"), src)
+	js, err := vm.EvaluateAnonymousSnippet("test.jsonnet", src)
 	if err != nil {
 		t.Fatal(err)
 	}
