@@ -43,23 +43,31 @@ test-deps:
 	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator >/dev/null; fi
 TOOLS_REQUIRED := $(shell [ "$$(id -u)" -eq 0 ] && echo 1)
 
+# Two modules: the daemon's at the top (its packages and their unit tests) and tests/ (the
+# end-to-end and integration suites, benchmarks, alert replay, image builder and the tests of
+# alerts/, charts/, dashboards/, docs/, mixin/ and packaging/), so the daemon's go.mod carries
+# only what the daemon needs. test, lint and the tidy check cover both.
+
 # Everything: the race tier, lint, unit tests, root-only kernel tests (loop devices, fsfreeze,
 # blkio cgroups), rules, dashboards and packaging. Packages run one at a time (-p 1): the kernel
 # tests time real I/O and must not share the disk with each other.
 test: test-deps test-race lint
 	$(GO) mod tidy -diff
+	cd tests && $(GO) mod tidy -diff
 	DISKPROBE_TOOLS_REQUIRED=$(TOOLS_REQUIRED) $(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd tests && DISKPROBE_TOOLS_REQUIRED=$(TOOLS_REQUIRED) $(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The Kubernetes tier alone (root): a single-node Kubernetes v1.34.1 brought up on this machine
-# per package (internal/k8senv) and the chart installed on it with the image make image builds
-# (charts/cluster). make test runs the same packages among ./...
+# per package (tests/internal/k8senv) and the chart installed on it with the image make image
+# builds (tests/charts/cluster). make test runs the same packages among tests/'s ./...
+# K8S_PKGS are packages of the tests module.
 K8S_PKGS ?= ./internal/k8senv ./charts/cluster
 test-k8s:
 	@if [ "$$(id -u)" -ne 0 ]; then \
 	  echo "make test-k8s: must run as root (it runs a kubelet, containerd, loop devices and mounts)" >&2; exit 1; fi
 	@scripts/ensure-deps.sh
 	@scripts/tools.sh k8s prometheus-operator >/dev/null
-	DISKPROBE_TOOLS_REQUIRED=1 $(GO) test -p 1 -count=1 -timeout 30m -v $(K8S_PKGS)
+	cd tests && DISKPROBE_TOOLS_REQUIRED=1 $(GO) test -p 1 -count=1 -timeout 30m -v $(K8S_PKGS)
 
 # The packages whose tests need no root, under the race detector: the lock-free code (the
 # latency histogram, the scheduler's snapshot, the in-flight atomics) and whatever shares
@@ -70,43 +78,46 @@ test-race:
 
 # golangci-lint as a pinned module, outside go.mod: the first run downloads and compiles it
 # (about 3 minutes here), later ones start from Go's build cache. .golangci.yml says what
-# it checks and why each exclusion is there. --allow-parallel-runners: by default a second
-# golangci-lint on the machine (another checkout's make test) makes it exit 3 at once.
+# it checks and why each exclusion is there; its paths are relative to it, the top of the
+# repository, in both modules. --allow-parallel-runners: by default a second golangci-lint on
+# the machine (another checkout's make test) makes it exit 3 at once.
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.5.0
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd tests && $(GO) vet ./...
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
+	cd tests && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...
 
 FUZZTIME ?= 5m
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
-# Rewrites BENCHMARKS.md and bench/plots/*.png (see bench/doc.go): agreement with fio,
-# CPU per operation, scrape cost, memory, disk budget, hot paths, check's queue-depth jobs
-# against fio's libaio (about 6 minutes); then the alert replay (internal/alertreplay)
+# Rewrites BENCHMARKS.md and tests/bench/plots/*.png (see tests/bench/doc.go): agreement with
+# fio, CPU per operation, scrape cost, memory, disk budget, hot paths, check's queue-depth jobs
+# against fio's libaio (about 6 minutes); then the alert replay (tests/internal/alertreplay)
 # splices in its section: detection times and false firings of every alert, 108 simulated
 # days replayed through the shipped rules (about 19 minutes on this 2-CPU machine); then the
 # end-to-end tests' timing goals (about 2 minutes); then the shipped rules' evaluation time on
-# Prometheus 3 at 1,000 and 10,000 synthetic targets (bench/rulescale_test.go: about 20 minutes,
-# ~4 GB of memory at its peak). Root only (loop devices, blkio cgroups, mounts); about 55 minutes
-# in all. The plots come from bench/plot, a module of its own, so
-# that the exporter's go.mod carries no plotting library.
+# Prometheus 3 at 1,000 and 10,000 synthetic targets (tests/bench/rulescale_test.go: about 20
+# minutes, ~4 GB of memory at its peak). Root only (loop devices, blkio cgroups, mounts); about
+# 55 minutes in all. All of it runs in the tests module; the plots come from tests/bench/plot, a
+# module of its own, so that neither go.mod carries a plotting library.
 BENCH_TIMEOUT ?= 40m
 # End-to-end tests whose timing figures (round schedule, scrape p99) are judged only here, on a
-# quiet machine; make test asserts what holds on any machine (e2e/benchmode_test.go).
+# quiet machine; make test asserts what holds on any machine (tests/e2e/benchmode_test.go).
 BENCH_TIMING_TESTS := TestScrapeLoadLosesNoScrapesOrRounds|TestManyTargetsHealthyOnesNotHeldByHungOrSlowOnes
 bench:
 	@if [ "$$(id -u)" -ne 0 ]; then \
 	  echo "make bench: must run as root (it creates loop devices, blkio cgroups and mounts)" >&2; exit 1; fi
 	@scripts/ensure-deps.sh prometheus-node-exporter=prometheus-node-exporter findmnt=util-linux etcd=etcd-server etcdctl=etcd-client
-	DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestBenchReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
-	DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./internal/alertreplay -run '^TestReplayReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
-	DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./e2e -run '^($(BENCH_TIMING_TESTS))$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestBenchReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./internal/alertreplay -run '^TestReplayReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./e2e -run '^($(BENCH_TIMING_TESTS))$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	@scripts/tools.sh prometheus >/dev/null
-	DISKPROBE_BENCH_RULESCALE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestRuleScale$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
-	cd bench/plot && $(GO) run . -in ../plots/cdf.json -out ../plots
+	cd tests && DISKPROBE_BENCH_RULESCALE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestRuleScale$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests/bench/plot && $(GO) run . -in ../plots/cdf.json -out ../plots
 
 # .deb and .rpm into $(DIST)/ (packaging/nfpm.yaml). nfpm runs as a pinned module, outside
 # go.mod. The packaged binary reports the package version (VERSION, from packaging/version.sh),
@@ -136,7 +147,8 @@ package:
 	  done
 
 # The container image as an OCI archive in $(DIST)/, built from Containerfile with no
-# container engine (packaging/image; `podman load -i` or `skopeo copy oci-archive:` it).
+# container engine (tests/cmd/ociimage, in the tests module with its container library;
+# `podman load -i` or `skopeo copy oci-archive:` it).
 # Docker or Buildah users: `make build && docker build -f Containerfile .` gives the same image.
 # The tag is the release (RELEASE), which the chart's appVersion names, so `helm install` with no
 # image.tag finds it; OCI tags can hold neither '~' nor '+', and the image's version label holds
@@ -145,14 +157,14 @@ IMAGE ?= diskprobe-exporter
 TAG   ?= $(RELEASE)
 image: build
 	@mkdir -p $(DIST)
-	$(GO) run ./packaging/image -f Containerfile -context . -t '$(IMAGE):$(TAG)' \
-	  -o '$(DIST)/$(IMAGE)-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
+	$(GO) -C tests run ./cmd/ociimage -f '$(CURDIR)/Containerfile' -context '$(CURDIR)' -t '$(IMAGE):$(TAG)' \
+	  -o '$(abspath $(DIST))/$(IMAGE)-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
 	@echo "image: $(DIST)/$(IMAGE)-$(TAG).oci.tar ($(IMAGE):$(TAG))"
 
 # The chart's copies of alerts/diskprobe.rules.yml and dashboards/*.json: real files, since helm
 # warns on symlinks in a chart and a chart directory copied alone (vendored, pulled) has no
 # alerts/ or dashboards/ beside it. alerts/ and dashboards/ stay the one source: edit there,
-# then run this; charts/chart_test.go fails, naming the file, when a copy has drifted.
+# then run this; tests/charts fails, naming the file, when a copy has drifted.
 CHART_FILES := charts/diskprobe-exporter/files
 chart-files:
 	@mkdir -p $(CHART_FILES)/dashboards

@@ -4,8 +4,8 @@
 # whole multi-line `--version` text (build user, date, ...) into .TH, where man shows it above
 # NAME, and leaves NAME without the "name \- summary" form whatis/apropos index. Then the
 # sections kingpin cannot know: CONFIGURATION (every key and default, from the table of
-# docs/configuration.md, which docs/configuration_test.go checks against the code), FILES
-# and SIGNALS (packaging/manpage_test.go checks them).
+# docs/configuration.md, which tests/docs/configuration_test.go checks against the code), FILES
+# and SIGNALS (tests/packaging/manpage_test.go checks them).
 set -eu
 binary=$1 version=$2
 reference=$(dirname "$0")/../docs/configuration.md

@@ -21,7 +21,7 @@ declare -A need=(
   [etcdctl]=etcd-client
   [podman]=podman
   [runc]=runc
-  # The Kubernetes test tier (internal/k8senv): a private containerd, the CNI plugins.
+  # The Kubernetes test tier (tests/internal/k8senv): a private containerd, the CNI plugins.
   [containerd]=containerd
   [ctr]=containerd
   [/usr/lib/cni/bridge]=containernetworking-plugins

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -236,7 +237,7 @@ var (
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := moduleRoot()
+		root, err := repoRoot()
 		if err != nil {
 			buildErr = err
 			return
@@ -259,13 +260,37 @@ func Binary(t testing.TB) string {
 	return binary
 }
 
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+// rootModule is the module line of the go.mod at the top of the checkout. The tests module
+// (tests/) has a go.mod of its own below it, so the nearest go.mod is not enough.
+const rootModule = "module github.com/diskprobe/diskprobe_exporter"
+
+// RepoPath is elem joined onto the top of the checkout the test runs in: where the
+// Makefile, the Containerfile and the data the tests check (alerts/, dashboards/, the chart,
+// docs/) are, from either module. It looks up from the working directory, which go test
+// sets to the package's own, for the daemon's go.mod, and panics outside a checkout: no
+// test can run there.
+func RepoPath(elem ...string) string {
+	r, err := repoRoot()
+	if err != nil {
+		panic("testenv: " + err.Error())
+	}
+	return filepath.Join(append([]string{r}, elem...)...)
+}
+
+var repoRoot = sync.OnceValues(func() (string, error) {
+	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Dir(strings.TrimSpace(string(out))), nil
-}
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && slices.Contains(strings.Split(string(b), "\n"), rootModule) {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod with %q in %s or above", rootModule, dir)
+		}
+	}
+})
 
 // WriteConfig writes a configuration file into a temporary directory.
 func WriteConfig(t testing.TB, yaml string) string {

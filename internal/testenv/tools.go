@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +32,7 @@ func ToolDir(t testing.TB, tool string) string {
 	if dir, ok := toolDirs[tool]; ok {
 		return dir
 	}
-	out, err := exec.Command(toolsScript(t), "--cached", tool).Output()
+	out, err := exec.Command(RepoPath("scripts", "tools.sh"), "--cached", tool).Output()
 	if err != nil {
 		msg := "is not built on this machine: run `make tools` (builds it once into a per-machine cache)"
 		var exit *exec.ExitError
@@ -48,15 +47,6 @@ func ToolDir(t testing.TB, tool string) string {
 	dir := strings.TrimSpace(string(out))
 	toolDirs[tool] = dir
 	return dir
-}
-
-// toolsScript is scripts/tools.sh of the checkout this package was compiled from.
-func toolsScript(t testing.TB) string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("cannot find the source of internal/testenv")
-	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", "tools.sh")
 }
 
 // PrometheusServer is one Prometheus release the rules, rule tests and dashboard queries are
