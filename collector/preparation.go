@@ -35,9 +35,18 @@ func (f *readFile) open(w *worker) (*probe.ReadSource, error) {
 	return f.source, err
 }
 
-// ready says whether the source is open and ready for reads.
-func (f *readFile) ready() bool {
-	return f.source != nil && f.source.Ready()
+// nextWaiting takes, once the file is ready, a read round that was skipped while it was
+// prepared: after a start (even with a file that only needs reopening) the first seqread
+// round would otherwise come 10 minutes later. nil when there is none.
+func (f *readFile) nextWaiting() *probeRun {
+	for len(f.waiting) > 0 && f.source != nil && f.source.Ready() {
+		pr := f.waiting[0]
+		f.waiting = f.waiting[1:]
+		if pr.pending.CompareAndSwap(false, true) { // else a round is queued already
+			return pr
+		}
+	}
+	return nil
 }
 
 // unfinished says whether the worker has preparation steps to take between rounds.

@@ -45,15 +45,8 @@ func (w *worker) run() {
 func (w *worker) next() *probeRun {
 	r, f := w.r, &w.prep
 	for r.ctx.Err() == nil {
-		// A read round skipped while the file was prepared runs as soon as it is ready:
-		// after a start (even with a file that only needs reopening) the first seqread
-		// round would otherwise come 10 minutes later.
-		for len(f.waiting) > 0 && f.ready() {
-			pr := f.waiting[0]
-			f.waiting = f.waiting[1:]
-			if pr.pending.CompareAndSwap(false, true) { // else a round is queued already
-				return pr
-			}
+		if pr := f.nextWaiting(); pr != nil {
+			return pr
 		}
 		if !f.unfinished() {
 			select {
