@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"sync"
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/device"
@@ -11,11 +12,12 @@ import (
 // randread round), where one stray I/O reads as thousands per second.
 const minContextWindow = time.Second
 
-// diskActivity is the device context of one disk, shared by every target on it. The
-// prober's own I/O on the disk happens only inside units that hold the disk's lock, so
-// what the counters move between units is others' I/O. This has to be kept per disk, not
-// per target: a target's own gaps contain the rounds of the other targets on the disk,
-// which are the prober's too. Only the holder of the disk's lock touches it.
+// disk is one disk, shared by every target on it: its lock, which a target's worker holds
+// around each unit of its I/O so that probes on the disk never overlap, and its device
+// context. The prober's own I/O on the disk happens only inside units, so what the
+// counters move between units is others' I/O. This has to be kept per disk, not per
+// target: a target's own gaps contain the rounds of the other targets on the disk, which
+// are the prober's too. Only the holder of lock touches the other fields.
 //
 // What of ours still lands in the gaps, measured on a loop-mounted ext4 with the fsync and
 // randread probes at 1 s: not journal commits (fdatasync waits for the commit of its
@@ -24,7 +26,8 @@ const minContextWindow = time.Second
 // (dirty_expire_centisecs), and ~8 once after the read probe file is prepared: other_iops
 // blips of 0.5–8 on 1 s windows, ~0.07 at the default 15 s intervals, busy_ratio 0. It
 // cannot be told from others' metadata without tracing, so it is left in.
-type diskActivity struct {
+type disk struct {
+	lock   chan struct{}
 	names  map[string]bool         // the device names of the disk's targets (a partition and its disk count apart)
 	ended  time.Time               // end of the last unit; zero before the first
 	atEnd  map[string]device.Stats // each device's counters then
@@ -32,12 +35,29 @@ type diskActivity struct {
 	idle   time.Duration           // the gaps' total length
 }
 
-func newDiskActivity() *diskActivity {
-	return &diskActivity{names: map[string]bool{}, atEnd: map[string]device.Stats{}, others: map[string]device.Stats{}}
+func newDisk() *disk {
+	return &disk{lock: make(chan struct{}, 1), names: map[string]bool{}, atEnd: map[string]device.Stats{}, others: map[string]device.Stats{}}
+}
+
+// disks are the disks of a Scheduler's targets, by diskKey; kept across reloads.
+type disks struct {
+	mu    sync.Mutex // workers look a disk up when their path answers late
+	byKey map[string]*disk
+}
+
+func (ds *disks) get(key string) *disk {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	d, ok := ds.byKey[key]
+	if !ok {
+		d = newDisk()
+		ds.byKey[key] = d
+	}
+	return d
 }
 
 // unitStarts closes the gap that ends now: its I/O was others'.
-func (d *diskActivity) unitStarts(paths device.Paths, name string, now time.Time) {
+func (d *disk) unitStarts(paths device.Paths, name string, now time.Time) {
 	d.names[name] = true
 	if d.ended.IsZero() {
 		return
@@ -53,7 +73,7 @@ func (d *diskActivity) unitStarts(paths device.Paths, name string, now time.Time
 }
 
 // unitEnded opens a gap at now.
-func (d *diskActivity) unitEnded(paths device.Paths, now time.Time) {
+func (d *disk) unitEnded(paths device.Paths, now time.Time) {
 	clear(d.atEnd)
 	for n := range d.names {
 		if s, err := paths.ReadStats(n); err == nil {
@@ -72,7 +92,7 @@ type contextMark struct {
 
 // since is others' I/O on the device name and the length of the gaps since mark, and
 // moves mark to now when the gaps add up to minContextWindow.
-func (d *diskActivity) since(mark *contextMark, name string) (device.Stats, time.Duration, bool) {
+func (d *disk) since(mark *contextMark, name string) (device.Stats, time.Duration, bool) {
 	others := d.others[name]
 	if !mark.set {
 		*mark = contextMark{set: true, others: others, idle: d.idle}

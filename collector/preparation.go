@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,7 +12,7 @@ import (
 
 // readFile is what the read probes of a target share, the whole device or the read probe
 // file, and the preparation of that file: the worker writes it in bounded steps between
-// rounds, before the first read. Worker-only state.
+// rounds, before the first read. Part of the worker's state.
 type readFile struct {
 	source *probe.ReadSource
 	err    error   // why the source could not be opened or prepared; the next read round reports it
@@ -24,16 +23,30 @@ type readFile struct {
 }
 
 // open opens the source on first use by a read probe.
-func (f *readFile) open(r *runner) (*probe.ReadSource, error) {
+func (f *readFile) open(w *worker) (*probe.ReadSource, error) {
 	var err error
 	switch {
 	case f.source != nil:
-	case r.target.Kind == config.KindBlockDevice:
-		f.source, err = probe.OpenDevice(r.target.Path, r.fallbackAlign())
+	case w.target.Kind == config.KindBlockDevice:
+		f.source, err = probe.OpenDevice(w.target.Path, w.fallbackAlign())
 	default:
-		f.source, err = probe.NewProbeFile(r.target.ProbeRoot(), r.target.ReadFileSize(), r.target.Limits.MinFree, r.fallbackAlign())
+		f.source, err = probe.NewProbeFile(w.target.ProbeRoot(), w.target.ReadFileSize(), w.target.Limits.MinFree, w.fallbackAlign())
 	}
 	return f.source, err
+}
+
+// nextWaiting takes, once the file is ready, a read round that was skipped while it was
+// prepared: after a start (even with a file that only needs reopening) the first seqread
+// round would otherwise come 10 minutes later. nil when there is none.
+func (f *readFile) nextWaiting() *probeRun {
+	for len(f.waiting) > 0 && f.source != nil && f.source.Ready() {
+		pr := f.waiting[0]
+		f.waiting = f.waiting[1:]
+		if pr.pending.CompareAndSwap(false, true) { // else a round is queued already
+			return pr
+		}
+	}
+	return nil
 }
 
 // unfinished says whether the worker has preparation steps to take between rounds.
@@ -48,13 +61,11 @@ func (f *readFile) close() {
 }
 
 // prepareStep writes one bounded step of the read probe file, accounted to the first read
-// probe, and once the file is ready runs the rounds that waited for it: after a start
-// (even with a file that only needs reopening) the first seqread round would otherwise
-// come 10 minutes later.
-func (r *runner) prepareStep(ctx context.Context) {
-	f := &r.prep
-	pr := r.readProbe()
-	if err := r.checkFilesystem(pr); err != nil {
+// probe; once the file is ready, the worker runs the rounds that waited for it (next).
+func (w *worker) prepareStep() {
+	r, f := w.r, &w.prep
+	pr := w.readProbe()
+	if err := w.checkFilesystem(pr); err != nil {
 		f.err = err // the next read round reports it
 		return
 	}
@@ -63,10 +74,10 @@ func (r *runner) prepareStep(ctx context.Context) {
 		done bool
 		err  error
 	)
-	if !r.withDevice(ctx, pr.index, func() { res, done, err = f.source.PrepareStep(ctx, &pr.env) }) || ctx.Err() != nil {
+	if !w.withDevice(pr, func() { res, done, err = f.source.PrepareStep(r.ctx, &pr.env) }) || r.ctx.Err() != nil {
 		return
 	}
-	r.account(pr, res)
+	w.account(pr, res)
 	switch {
 	case err != nil:
 		// Reported by the next read round, which counts it and logs it once per change
@@ -82,29 +93,19 @@ func (r *runner) prepareStep(ctx context.Context) {
 			r.logger.Info("preparing the read probe file", "path", f.source.Path(), "progress", int(p*100))
 		}
 	}
-	if !f.source.Ready() {
-		return
-	}
-	waiting := f.waiting
-	f.waiting = nil
-	for _, pr := range waiting {
-		if pr.pending.CompareAndSwap(false, true) { // else a round is queued already
-			r.run(ctx, pr)
-		}
-	}
 }
 
 // notPrepared settles a read round that found the file not ready: the preparation's
 // error, when there is one, is the round's outcome, and is retried once per read round.
-func (r *runner) notPrepared(pr *probeRun) {
-	f := &r.prep
+func (w *worker) notPrepared(pr *probeRun) {
+	f := &w.prep
 	switch {
 	case errors.Is(f.err, probe.ErrLowFreeSpace):
 		pr.skip(SkipLowFreeSpace) // as for the write probes: the floor is not an error
-		r.noteError(pr, f.err, slog.LevelWarn)
+		w.noteError(pr, f.err, slog.LevelWarn)
 	case f.err != nil:
 		pr.runs.Inc()
-		r.fail(pr, f.err)
+		w.fail(pr, f.err)
 	default:
 		pr.skip(SkipPreparing)
 		if !slices.Contains(f.waiting, pr) {
@@ -116,11 +117,11 @@ func (r *runner) notPrepared(pr *probeRun) {
 }
 
 // readProbe is the probe the preparation is accounted to: the first that reads the file.
-func (r *runner) readProbe() *probeRun {
-	for _, pr := range r.probes {
+func (w *worker) readProbe() *probeRun {
+	for _, pr := range w.r.probes {
 		if config.LookupProbe(pr.name).ReadsSource {
 			return pr
 		}
 	}
-	return r.probes[0]
+	return w.r.probes[0]
 }

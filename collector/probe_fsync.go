@@ -7,9 +7,9 @@ import (
 
 func init() {
 	registerProbe(config.ProbeFsync, probeKind{
-		build: func(r *runner, c *config.ProbeConfig) (probe.Prober, error) {
-			return probe.NewFsync(probe.FsyncOptions{Dir: r.target.ProbeRoot(), Ops: c.Ops, BlockSize: int(c.BlockSize),
-				FileSize: c.FileSize, MinFree: r.target.Limits.MinFree})
+		build: func(w *worker, c *config.ProbeConfig) (probe.Prober, error) {
+			return probe.NewFsync(probe.FsyncOptions{Dir: w.target.ProbeRoot(), Ops: c.Ops, BlockSize: int(c.BlockSize),
+				FileSize: c.FileSize, MinFree: w.target.Limits.MinFree})
 		},
 		metrics: func(m *Metrics) recorder {
 			fdatasync := m.newLatency("fdatasync_duration_seconds", "Time of each fdatasync(2) of the fsync probe, the call etcd's wal_fsync and fio's sync percentiles time.", LatencyBuckets)

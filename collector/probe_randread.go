@@ -7,8 +7,8 @@ import (
 
 func init() {
 	registerProbe(config.ProbeRandread, probeKind{
-		build: func(r *runner, c *config.ProbeConfig) (probe.Prober, error) {
-			src, err := r.prep.open(r)
+		build: func(w *worker, c *config.ProbeConfig) (probe.Prober, error) {
+			src, err := w.prep.open(w)
 			if err != nil {
 				return nil, err
 			}

@@ -7,8 +7,8 @@ import (
 
 func init() {
 	registerProbe(config.ProbeSeqwrite, probeKind{
-		build: func(r *runner, c *config.ProbeConfig) (probe.Prober, error) {
-			return probe.NewSeqwrite(r.target.ProbeRoot(), c.Bytes, int(c.BlockSize), r.target.Limits.MinFree, r.fallbackAlign())
+		build: func(w *worker, c *config.ProbeConfig) (probe.Prober, error) {
+			return probe.NewSeqwrite(w.target.ProbeRoot(), c.Bytes, int(c.BlockSize), w.target.Limits.MinFree, w.fallbackAlign())
 		},
 		metrics: recordSequential("write"),
 	})

@@ -11,7 +11,7 @@ import (
 // how its prober is built, the metrics it records into and how. Each kind registers one
 // from its own file, collector/probe_<name>.go.
 type probeKind struct {
-	build func(r *runner, c *config.ProbeConfig) (probe.Prober, error)
+	build func(w *worker, c *config.ProbeConfig) (probe.Prober, error)
 	// metrics makes, for a new Metrics, the kind's own metrics (m.newLatency) and says
 	// how a probe of the kind records into them or into those kinds share (m.seq*).
 	metrics func(m *Metrics) recorder
@@ -30,9 +30,9 @@ func registerProbe(name string, k probeKind) {
 	probeKinds[name] = k
 }
 
-func (r *runner) fallbackAlign() int64 {
-	if r.devOK {
-		return r.dev.LogicalBlockSize
+func (w *worker) fallbackAlign() int64 {
+	if w.devOK {
+		return w.dev.LogicalBlockSize
 	}
 	return 0
 }

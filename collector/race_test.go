@@ -77,7 +77,7 @@ func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 	saved := map[string]probeKind{}
 	for name, kind := range probeKinds {
 		saved[name] = kind
-		kind.build = func(r *runner, _ *config.ProbeConfig) (probe.Prober, error) {
+		kind.build = func(r *worker, _ *config.ProbeConfig) (probe.Prober, error) {
 			if r.target.Name == "stuck" {
 				return &observingProber{ops: 1, hold: hold}, nil
 			}

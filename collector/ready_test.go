@@ -65,7 +65,7 @@ func TestBrokenTargetIsOneThatNeverWorkedAndOnlyFailsForGood(t *testing.T) {
 	}
 
 	r = newRunner()
-	r.worked.Store(true)
+	r.status.worked.Store(true)
 	r.probes[0].ended(denied)
 	r.probes[1].ended(denied)
 	if why := r.brokenBy(); why != "" {

@@ -26,7 +26,7 @@ func TestReloadThatChangesAStuckTargetKeepsReportingItStuck(t *testing.T) {
 	hold := make(chan struct{})
 	saved := probeKinds[config.ProbeFsync]
 	held := saved
-	held.build = func(*runner, *config.ProbeConfig) (probe.Prober, error) {
+	held.build = func(*worker, *config.ProbeConfig) (probe.Prober, error) {
 		return &observingProber{ops: 1, hold: hold}, nil
 	}
 	probeKinds[config.ProbeFsync] = held

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
-	"github.com/diskprobe/diskprobe_exporter/device"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
@@ -161,9 +160,9 @@ func testTarget(name string, interval time.Duration) config.Target {
 
 func startFakeRunner(t *testing.T, m *Metrics, clock *fakeClock, tg config.Target, lock chan struct{}, fp *fakeProber) *runner {
 	t.Helper()
-	r := newRunner(tg, device.Info{}, false, device.Paths{}, lock, m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r := testRunner(tg, lock, m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, pr := range r.probes {
-		pr.build = func(*runner, *config.ProbeConfig) (probe.Prober, error) { return fp, nil }
+		pr.build = func(*worker, *config.ProbeConfig) (probe.Prober, error) { return fp, nil }
 	}
 	clock.mu.Lock()
 	clock.settled = append(clock.settled, func() bool {
@@ -379,9 +378,9 @@ func TestLowFreeSpaceIsLoggedOncePerStateNotPerRound(t *testing.T) {
 	clock := newFakeClock()
 	m := NewMetrics(prometheus.NewRegistry())
 	var log testenv.SyncBuffer
-	r := newRunner(testTarget("full", time.Second), device.Info{}, false, device.Paths{}, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(&log, nil)))
+	r := testRunner(testTarget("full", time.Second), make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(&log, nil)))
 	lp := &lowSpaceProber{}
-	r.probes[0].build = func(*runner, *config.ProbeConfig) (probe.Prober, error) { return lp, nil }
+	r.probes[0].build = func(*worker, *config.ProbeConfig) (probe.Prober, error) { return lp, nil }
 	r.start()
 	clock.Advance(t, 10*time.Second, 100*time.Millisecond, 1)
 	deadline := time.Now().Add(5 * time.Second)
@@ -414,7 +413,7 @@ func TestReadRoundSkippedWhilePreparingRunsOnceTheFileIsReady(t *testing.T) {
 	if err := probe.CheckDirectIO(tg.Path); err != nil {
 		t.Skipf("%v (the read probe needs O_DIRECT on the test's temporary directory)", err)
 	}
-	r := newRunner(tg, device.Info{}, false, device.Paths{}, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r := testRunner(tg, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	r.start()
 	defer stopWithin(r, 5*time.Second)
 
@@ -454,9 +453,9 @@ func TestCPUWaitSeriesIsAbsentWhereTheKernelDoesNotReportIt(t *testing.T) {
 	for _, known := range []bool{true, false} {
 		clock := newFakeClock()
 		m := NewMetrics(prometheus.NewRegistry())
-		r := newRunner(testTarget("t", time.Second), device.Info{}, false, device.Paths{}, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		r := testRunner(testTarget("t", time.Second), make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		p := &cpuWaitProber{known: known}
-		r.probes[0].build = func(*runner, *config.ProbeConfig) (probe.Prober, error) { return p, nil }
+		r.probes[0].build = func(*worker, *config.ProbeConfig) (probe.Prober, error) { return p, nil }
 		r.start()
 		clock.Advance(t, 5*time.Second, 100*time.Millisecond, 1)
 		deadline := time.Now().Add(5 * time.Second)

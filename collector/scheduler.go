@@ -21,24 +21,25 @@ import (
 
 // Scheduler runs one runner per target and swaps them on reload.
 type Scheduler struct {
-	metrics *Metrics
-	paths   device.Paths
-	clock   Clock
-	logger  *slog.Logger
+	shared
 
-	mu       sync.Mutex
-	runners  map[string]*runner
-	resolver *Resolver
-	stopped  bool // by Stop, for good: Apply starts nothing after it
-
-	// locksMu guards locks and disks, which workers look up when their path answers late.
-	locksMu sync.Mutex
-	locks   map[string]chan struct{} // per disk; kept across reloads
-	disks   map[string]*diskActivity // per disk, like locks
+	mu      sync.Mutex // Apply, Plan and Stop hold it, for runners and stopped
+	runners map[string]*runner
+	stopped bool // by Stop, for good: Apply starts nothing after it
 
 	// snapshot is the runners for scrapes, which must never wait on mu: Stop holds it
 	// while it waits for I/O workers.
 	snapshot atomic.Pointer[[]*runner]
+}
+
+// shared is what the runners of a Scheduler share. Nothing writes it after NewScheduler.
+type shared struct {
+	metrics  *Metrics
+	paths    device.Paths
+	clock    Clock
+	logger   *slog.Logger
+	resolver *Resolver
+	diskFor  func(key string) *disk // the disk a target is on (see worker.diskKey)
 }
 
 func (s *Scheduler) running() []*runner {
@@ -59,8 +60,9 @@ func (s *Scheduler) publish() {
 
 // NewScheduler creates a scheduler with no targets; Apply gives it some.
 func NewScheduler(m *Metrics, paths device.Paths, clock Clock, logger *slog.Logger) *Scheduler {
-	s := &Scheduler{metrics: m, paths: paths, clock: clock, logger: logger,
-		runners: map[string]*runner{}, resolver: NewResolver(paths), locks: map[string]chan struct{}{}, disks: map[string]*diskActivity{}}
+	ds := &disks{byKey: map[string]*disk{}}
+	s := &Scheduler{runners: map[string]*runner{},
+		shared: shared{metrics: m, paths: paths, clock: clock, logger: logger, resolver: NewResolver(paths), diskFor: ds.get}}
 	m.inflight.scheduler = s
 	if err := probe.CheckCPUWait(); err != nil {
 		logger.Warn("diskprobe_probe_cpu_wait_seconds_total is not exported: this kernel does not report how long a thread waits for a CPU (schedstat run_delay), so host CPU starvation cannot be told apart from a slow disk", "err", err)
@@ -114,44 +116,20 @@ func (s *Scheduler) Apply(p *Plan) error {
 		}
 	}
 	for _, pt := range p.targets {
-		if _, running := s.runners[pt.parsed.Name]; running {
+		name := pt.parsed.Name
+		if _, running := s.runners[name]; running {
 			continue
 		}
-		t := pt.parsed.AssumedDirectory()
-		if pt.res != nil {
-			t = pt.res.target
-		}
-		r := newRunner(t, device.Info{}, false, s.paths, nil, s.metrics, s.clock, s.logger)
-		r.parsed, r.file, r.resolver, r.diskFor = pt.parsed, p.file, s.resolver, s.diskFor
-		r.predecessor = stuck[pt.parsed.Name]
-		s.metrics.targetInfo.DeletePartialMatch(map[string]string{"target": pt.parsed.Name})
-		if pt.res != nil {
-			r.resolved(*pt.res)
-		} else {
-			r.isResolved.Store(false)
-			r.lock, r.disk = s.diskFor("path:" + pt.parsed.Path)
-		}
-		s.runners[pt.parsed.Name] = r
+		s.metrics.targetInfo.DeletePartialMatch(map[string]string{"target": name})
+		r := newRunner(&s.shared, p.file, pt, stuck[name])
+		s.runners[name] = r
 		r.start()
-		if pt.res != nil {
-			s.logger.Info("probing target", "target", t.Name, "path", t.Path, "kind", t.Kind, "device", r.dev.Name, "probes", fmt.Sprint(t.Probes()))
+		if res := pt.res; res != nil {
+			t := res.target
+			s.logger.Info("probing target", "target", name, "path", t.Path, "kind", t.Kind, "device", res.dev.Name, "probes", fmt.Sprint(t.Probes()))
 		}
 	}
 	return nil
-}
-
-// diskFor is the lock and activity record shared by the targets on one disk (or one
-// path, when the device is unknown); they are kept across reloads.
-func (s *Scheduler) diskFor(key string) (chan struct{}, *diskActivity) {
-	s.locksMu.Lock()
-	defer s.locksMu.Unlock()
-	lock, ok := s.locks[key]
-	if !ok {
-		lock = make(chan struct{}, 1)
-		s.locks[key] = lock
-		s.disks[key] = newDiskActivity()
-	}
-	return lock, s.disks[key]
 }
 
 // Ready says why the exporter is not ready (/-/ready), nil when it is: a target's path
@@ -162,7 +140,7 @@ func (s *Scheduler) diskFor(key string) (chan struct{}, *diskActivity) {
 // which the metrics report, not a configuration that cannot work.
 func (s *Scheduler) Ready() error {
 	for _, r := range s.running() {
-		if !r.isResolved.Load() {
+		if !r.status.resolved.Load() {
 			return fmt.Errorf("target %s: its path has not answered yet (a hung mount?); see the log", r.name)
 		}
 		if why := r.brokenBy(); why != "" {

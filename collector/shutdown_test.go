@@ -26,7 +26,7 @@ func heldScheduler(t *testing.T) (s *Scheduler, m *Metrics, release func()) {
 	hold := make(chan struct{})
 	saved := probeKinds[config.ProbeFsync]
 	held := saved
-	held.build = func(*runner, *config.ProbeConfig) (probe.Prober, error) {
+	held.build = func(*worker, *config.ProbeConfig) (probe.Prober, error) {
 		return &observingProber{ops: 1, hold: hold}, nil
 	}
 	probeKinds[config.ProbeFsync] = held
@@ -158,7 +158,7 @@ func TestReplacedRunnerCannotPublishItsLateResolution(t *testing.T) {
 	if err := s.Apply(planWithoutDisks(s, cfg)); err != nil {
 		t.Fatal(err)
 	}
-	if old.resolved(late) {
+	if old.worker.resolved(late) {
 		t.Error("a runner replaced by a reload took its late resolution")
 	}
 	if n := testutil.CollectAndCount(m.targetInfo); n != 1 {
@@ -172,7 +172,7 @@ func TestReplacedRunnerCannotPublishItsLateResolution(t *testing.T) {
 	if err := s.Apply(planWithoutDisks(s, &config.Config{})); err != nil {
 		t.Fatal(err)
 	}
-	current.resolved(late)
+	current.worker.resolved(late)
 	current.probes[0].skip(SkipPreparing)
 	for name, c := range map[string]prometheus.Collector{"target_info": m.targetInfo, "probe_skipped_total": m.skipped} {
 		if n := testutil.CollectAndCount(c); n != 0 {
