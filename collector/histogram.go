@@ -47,8 +47,8 @@ import (
 // 40 ns against 54 ns, 21 against 31 ns from 8 goroutines (nothing beside a system call).
 // Several milliseconds of every scrape, a third to two thirds more, keep it here.
 //
-//	DISKPROBE_BENCH_HISTOGRAMCOST=1 go test ./bench -run '^TestHistogramScrapeCost$' -count=1 -v
-//	go test ./bench -run '^$' -bench HistogramObserve -count 6
+//	DISKPROBE_BENCH_HISTOGRAMCOST=1 go -C tests test ./bench -run '^TestHistogramScrapeCost$' -count=1 -v
+//	go -C tests test ./bench -run '^$' -bench HistogramObserve -count 6
 type LatencyVec struct {
 	desc    *prometheus.Desc
 	buckets []float64 // classic upper bounds, +Inf implied

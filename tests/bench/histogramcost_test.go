@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/diskprobe/diskprobe_exporter/collector"
 	"github.com/diskprobe/diskprobe_exporter/internal/gzipresponse"
@@ -32,10 +30,11 @@ import (
 // process (the daemon's handler: text, gzip at BestSpeed), one with the exporter's
 // LatencyVecs, one with client_golang HistogramVecs of the same classic and native
 // buckets, fed the same observations, and reports its own scrape_duration_seconds of
-// each, in each setting of measurePrometheusScrape that changes what is asked for.
-// It first checks that the two serve the same series and values.
+// each, in the settings of promSettings and with Prometheus 3 asking for native
+// histograms alone. It first checks that the two serve the same series and values, and
+// measures the CPU of a scrape of each in process.
 //
-//	DISKPROBE_BENCH_HISTOGRAMCOST=1 go test ./bench -run '^TestHistogramScrapeCost$' -count=1 -v
+//	DISKPROBE_BENCH_HISTOGRAMCOST=1 go -C tests test ./bench -run '^TestHistogramScrapeCost$' -count=1 -v
 func TestHistogramScrapeCost(t *testing.T) {
 	if os.Getenv("DISKPROBE_BENCH_HISTOGRAMCOST") == "" {
 		t.Skip("set DISKPROBE_BENCH_HISTOGRAMCOST=1 to compare LatencyVec and HistogramVec as Prometheus scrapes them")
@@ -57,21 +56,11 @@ func TestHistogramScrapeCost(t *testing.T) {
 		jobs[s.job] = serve(t, s)
 	}
 
-	servers := testenv.PrometheusServers(t)
-	debian, v3 := servers[0], servers[1]
-	for _, setting := range []struct {
-		server testenv.PrometheusServer
-		name   string
-		flags  []string
-		job    []string
-	}{
-		{server: debian, name: "default settings"},
-		{server: debian, name: "--enable-feature=native-histograms", flags: []string{"--enable-feature=native-histograms"}},
-		{server: v3, name: "default settings"},
-		{server: v3, name: "scrape_native_histograms", job: []string{"scrape_native_histograms: true"}},
-		{server: v3, name: "scrape_native_histograms + always_scrape_classic_histograms",
-			job: []string{"scrape_native_histograms: true", "always_scrape_classic_histograms: true"}},
-	} {
+	settings, v3 := promSettings(t)
+	// Native histograms alone: what a Prometheus 3 that asks for them and not for the
+	// classic series costs.
+	settings = append(settings, promSetting{server: v3, name: "scrape_native_histograms", job: []string{"scrape_native_histograms: true"}})
+	for _, setting := range settings {
 		// A subtest per setting, so that its Prometheus is stopped before the next starts.
 		t.Run(setting.server.Name+" "+setting.name, func(t *testing.T) {
 			for _, s := range sides {
@@ -112,7 +101,7 @@ func TestHistogramScrapeCost(t *testing.T) {
 // histogram, LatencyVec against client_golang's HistogramVec of the same buckets, alone
 // and from 8 goroutines on 8 targets.
 //
-//	go test ./bench -run '^$' -bench HistogramObserve -benchmem -count 6
+//	go -C tests test ./bench -run '^$' -bench HistogramObserve -benchmem -count 6
 func BenchmarkHistogramObserve(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	samples := make([]float64, 4096)
@@ -251,10 +240,10 @@ func newHistogramPair(t *testing.T) (ours, theirs *histogramSide) {
 			ours.observeRound(theirs, target, r)
 		}
 	}
-	for _, format := range []expfmt.Format{expfmt.NewFormat(expfmt.TypeTextPlain), expfmt.NewFormat(expfmt.TypeProtoDelim)} {
-		if a, b := encodeRegistry(t, ours.reg, format), encodeRegistry(t, theirs.reg, format); !bytes.Equal(a, b) {
-			t.Fatalf("%s: LatencyVec and HistogramVec expose different things (%d and %d bytes)", format, len(a), len(b))
-		}
+	// Every family, series, bucket (classic and native) and value, as the encoders get them.
+	same := func(a, b *dto.MetricFamily) bool { return proto.Equal(a, b) }
+	if !slices.EqualFunc(gatherUncreated(t, ours.reg), gatherUncreated(t, theirs.reg), same) {
+		t.Fatal("LatencyVec and HistogramVec expose different things")
 	}
 	return ours, theirs
 }
@@ -338,17 +327,16 @@ func setOrAdd(c prometheus.Collector, values []string, v float64) {
 	}
 }
 
-func encodeRegistry(t *testing.T, g prometheus.Gatherer, format expfmt.Format) []byte {
+// gatherUncreated gathers g without the created timestamps, which differ between two
+// registries filled one after the other.
+func gatherUncreated(t *testing.T, g prometheus.Gatherer) []*dto.MetricFamily {
 	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, format)
 	for _, mf := range mfs {
 		for _, m := range mf.Metric {
-			// The two were created apart.
 			if m.Histogram != nil {
 				m.Histogram.CreatedTimestamp = nil
 			}
@@ -356,11 +344,8 @@ func encodeRegistry(t *testing.T, g prometheus.Gatherer, format expfmt.Format) [
 				m.Counter.CreatedTimestamp = nil
 			}
 		}
-		if err := enc.Encode(mf); err != nil {
-			t.Fatal(err)
-		}
 	}
-	return buf.Bytes()
+	return mfs
 }
 
 // timedHandler is the daemon's /metrics handler for one registry, timing each request
@@ -459,15 +444,10 @@ func processCPU(t *testing.T) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// serve serves h on a free loopback port until the test ends.
+// serve serves h on a loopback port until the test ends.
 func serve(t *testing.T, h http.Handler) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().String()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
 }

@@ -673,7 +673,7 @@ func (r *Report) promScrapeMarkdown(w func(string, ...any), s *Scale) {
 	w("4.8 ms to 9.6 ms more (2.42 default: 16.8 ms against 11.9 ms; 3.16 with `scrape_native_histograms`:\n")
 	w("23.3 ms against 13.7 ms), and its CPU per gzipped scrape 9.6 ms against 5.9 ms; the doc comment of\n")
 	w("`collector.LatencyVec` has the table.\n")
-	w("Command: `DISKPROBE_BENCH_HISTOGRAMCOST=1 go test ./bench -run '^TestHistogramScrapeCost$' -count=1 -v`\n")
+	w("Command: `DISKPROBE_BENCH_HISTOGRAMCOST=1 go -C tests test ./bench -run '^TestHistogramScrapeCost$' -count=1 -v`\n")
 }
 
 // sameEtcdBucket: both values fall between the same two of etcd's bucket edges.
