@@ -38,27 +38,13 @@ func measurePrometheusScrape(t *testing.T, window time.Duration) []*benchkit.Pro
 	// Let the probe files be prepared and every series exist before Prometheus looks.
 	time.Sleep(20 * time.Second)
 
-	servers := testenv.PrometheusServers(t)
-	debian, v3 := servers[0], servers[1]
+	settings, v3 := promSettings(t)
+	// Classic buckets stored as native histograms with custom buckets: one series per
+	// histogram, but no _bucket series for the shipped rules.
+	settings = append(settings, promSetting{server: v3, name: "convert_classic_histograms_to_nhcb (text format)",
+		job: []string{"convert_classic_histograms_to_nhcb: true", "scrape_protocols: [PrometheusText0.0.4]"}})
 	var out []*benchkit.PromScrape
-	for _, setting := range []struct {
-		server testenv.PrometheusServer
-		name   string
-		flags  []string
-		job    []string
-	}{
-		{server: debian, name: "default settings"},
-		{server: debian, name: "--enable-feature=native-histograms", flags: []string{"--enable-feature=native-histograms"}},
-		{server: v3, name: "default settings"},
-		// docs/metrics.md's advice for exact quantiles on Prometheus 3: native histograms, and the
-		// classic series the shipped rules and dashboards read.
-		{server: v3, name: "scrape_native_histograms + always_scrape_classic_histograms",
-			job: []string{"scrape_native_histograms: true", "always_scrape_classic_histograms: true"}},
-		// Classic buckets stored as native histograms with custom buckets: one series per
-		// histogram, but no _bucket series for the shipped rules.
-		{server: v3, name: "convert_classic_histograms_to_nhcb (text format)",
-			job: []string{"convert_classic_histograms_to_nhcb: true", "scrape_protocols: [PrometheusText0.0.4]"}},
-	} {
+	for _, setting := range settings {
 		prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{
 			Binary:    setting.server.Bin,
 			Jobs:      map[string]string{jobOurs: ours.addr, jobNode: node.addr},
@@ -96,6 +82,33 @@ func measurePrometheusScrape(t *testing.T, window time.Duration) []*benchkit.Pro
 		out = append(out, ps)
 	}
 	return out
+}
+
+// promSetting is one way of running Prometheus against the exporter: which server, its
+// flags, and lines added to each job's scrape config.
+type promSetting struct {
+	server testenv.PrometheusServer
+	name   string
+	flags  []string
+	job    []string
+}
+
+// promSettings are the settings every scrape comparison runs: Debian's 2.42 and
+// Prometheus 3 (returned too, for a caller's own settings), each with default settings
+// and with native histograms.
+func promSettings(t *testing.T) (settings []promSetting, v3 testenv.PrometheusServer) {
+	t.Helper()
+	servers := testenv.PrometheusServers(t)
+	debian, v3 := servers[0], servers[1]
+	return []promSetting{
+		{server: debian, name: "default settings"},
+		{server: debian, name: "--enable-feature=native-histograms", flags: []string{"--enable-feature=native-histograms"}},
+		{server: v3, name: "default settings"},
+		// docs/metrics.md's advice for exact quantiles on Prometheus 3: native histograms, and the
+		// classic series the shipped rules and dashboards read.
+		{server: v3, name: "scrape_native_histograms + always_scrape_classic_histograms",
+			job: []string{"scrape_native_histograms: true", "always_scrape_classic_histograms: true"}},
+	}, v3
 }
 
 // TestPrometheusScrape runs only the Prometheus scrape comparison of make bench and logs
