@@ -59,10 +59,7 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 
 // Round does opts.Ops write+fdatasync pairs.
 func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
-	p.beginRound()
-	res, err := p.round(ctx, env)
-	p.endRound(&res)
-	return res, err
+	return p.runRound(ctx, env, p.round)
 }
 
 func (p *Fsync) round(ctx context.Context, env *Env) (Result, error) {
