@@ -212,6 +212,31 @@ func createOwn(path string, h Header) (f *os.File, preallocated bool, err error)
 	return f, preallocated, nil
 }
 
+// createProbeFile is createOwn for a probe: a filesystem that could not preallocate the
+// file is told to the target's log through env (noFallocateNotice).
+func createProbeFile(env *Env, path string, h Header) (*os.File, error) {
+	f, preallocated, err := createOwn(path, h)
+	if err != nil {
+		return nil, err
+	}
+	if !preallocated {
+		env.notice(noFallocateNotice)
+	}
+	return f, nil
+}
+
+// createDirectFile is createProbeFile for the probes that write with O_DIRECT (seqwrite,
+// and the preparation of the read file): it returns the new file reopened for O_DIRECT
+// writes.
+func createDirectFile(env *Env, path string, h Header) (fd int, err error) {
+	f, err := createProbeFile(env, path, h)
+	if err != nil {
+		return -1, err
+	}
+	_ = f.Close()
+	return openDirect(path, unix.O_WRONLY)
+}
+
 // noFallocateNotice is what a probe says, once, on a filesystem without fallocate. It
 // names no file: the target's files (or check's scratch directories) share the filesystem.
 const noFallocateNotice = "fallocate is not supported on the target's filesystem" +

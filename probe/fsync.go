@@ -163,12 +163,9 @@ func (p *Fsync) ensureRoom(env *Env) error {
 	if _, err := EnsureDir(p.opts.Dir); err != nil {
 		return err
 	}
-	f, preallocated, err := createOwn(p.path, Header{Kind: "fsync", Size: p.opts.FileSize})
+	f, err := createProbeFile(env, p.path, Header{Kind: "fsync", Size: p.opts.FileSize})
 	if err != nil {
 		return err
-	}
-	if !preallocated {
-		env.notice(noFallocateNotice)
 	}
 	p.f, p.fd, p.off = f, int(f.Fd()), HeaderSize
 	return nil

@@ -180,17 +180,9 @@ func (p *Seqwrite) open(env *Env) error {
 	if _, err := EnsureDir(p.dir); err != nil { // it may have been deleted under us
 		return err
 	}
-	f, preallocated, err := createOwn(p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
+	fd, err := createDirectFile(env, p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
 	if err != nil {
 		return err
-	}
-	if !preallocated {
-		env.notice(noFallocateNotice)
-	}
-	_ = f.Close()
-	fd, err := openFD(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return openDirectError(p.path, err)
 	}
 	align, err := DirectIOAlignment(fd, p.path, p.fallback)
 	if err != nil {
