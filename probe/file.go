@@ -271,6 +271,30 @@ func freeBytes(inflight *Inflight, dir string) (free int64, err error) {
 	return free, err
 }
 
+// checkFreeFloor returns ErrLowFreeSpace when the filesystem holding dir has less than
+// floor bytes free once need more are allocated (a new file's size); floor 0 disables
+// the check. statfs is the round's outstanding operation (freeBytes).
+func checkFreeFloor(inflight *Inflight, dir string, floor, need int64) error {
+	free, under, err := underFreeFloor(inflight, dir, floor, need)
+	if err != nil || !under {
+		return err
+	}
+	return fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, dir, floor>>20)
+}
+
+// underFreeFloor says whether allocating need bytes on the filesystem holding dir would
+// leave less than floor free; floor 0 disables it. For a caller with a message of its own.
+func underFreeFloor(inflight *Inflight, dir string, floor, need int64) (free int64, under bool, err error) {
+	if floor <= 0 {
+		return 0, false, nil
+	}
+	free, err = freeBytes(inflight, dir)
+	if err != nil {
+		return 0, false, err
+	}
+	return free, free < floor+need, nil
+}
+
 // stillLinked reports whether the file open at fd still has a name: a target directory
 // deleted (and perhaps recreated) under a running exporter leaves the descriptor on a
 // deleted file, where writes would succeed and measure nothing real. fstat's link count

@@ -64,14 +64,8 @@ func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
 
 func (p *Fsync) round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
-	if p.opts.MinFree > 0 {
-		free, err := freeBytes(env.Inflight, p.opts.Dir)
-		if err != nil {
-			return res, err
-		}
-		if free < p.opts.MinFree {
-			return res, fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, p.opts.Dir, p.opts.MinFree>>20)
-		}
+	if err := checkFreeFloor(env.Inflight, p.opts.Dir, p.opts.MinFree, 0); err != nil {
+		return res, err
 	}
 	if p.f != nil && !stillLinked(env.Inflight, p.fd) {
 		_ = p.Close() // the directory was replaced: start a new file in the new one

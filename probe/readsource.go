@@ -226,15 +226,12 @@ func (s *ReadSource) begin(env *Env) error {
 	if err != nil {
 		return err
 	}
-	if p.minFree > 0 {
-		free, err := FreeBytes(dir) // inside PrepareStep's outstanding operation
-		if err != nil {
-			return err
-		}
-		if free < p.size+p.minFree {
-			return fmt.Errorf("%w: the %d MiB read probe file needs %d MiB free on top of the %d MiB floor",
-				ErrLowFreeSpace, p.size>>20, p.size>>20, p.minFree>>20)
-		}
+	// No Inflight: this is inside PrepareStep's outstanding operation already.
+	if _, under, err := underFreeFloor(nil, dir, p.minFree, p.size); err != nil {
+		return err
+	} else if under {
+		return fmt.Errorf("%w: the %d MiB read probe file needs %d MiB free on top of the %d MiB floor",
+			ErrLowFreeSpace, p.size>>20, p.size>>20, p.minFree>>20)
 	}
 	fd, err := createDirectFile(env, s.path, Header{Kind: "read", Size: p.size})
 	if err != nil {

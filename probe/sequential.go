@@ -114,18 +114,12 @@ func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 	if p.fd >= 0 && !stillLinked(env.Inflight, p.fd) {
 		_ = p.Close() // the directory was replaced: start a new file in the new one
 	}
-	if p.minFree > 0 {
-		free, err := freeBytes(env.Inflight, p.dir)
-		if err != nil {
-			return res, err
-		}
-		need := p.minFree
-		if p.fd < 0 {
-			need += p.bytes
-		}
-		if free < need {
-			return res, fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, p.dir, p.minFree>>20)
-		}
+	var newFile int64 // the bytes a new file is about to take
+	if p.fd < 0 {
+		newFile = p.bytes
+	}
+	if err := checkFreeFloor(env.Inflight, p.dir, p.minFree, newFile); err != nil {
+		return res, err
 	}
 	if p.fd < 0 {
 		env.Inflight.begin(timeNow()) // creating the file can hang as its writes can
