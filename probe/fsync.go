@@ -86,7 +86,9 @@ func (p *Fsync) round(ctx context.Context, env *Env) (Result, error) {
 
 // writeAndSync does one operation. The timed region holds nothing but the two system
 // calls between the clock reads (ignoringEINTR says how a retried call is timed); the
-// data is made before the clock starts, and the thread's CPU wait read outside it.
+// data is made before the clock starts, and the thread's CPU wait read outside it. It is
+// not two settler.timed calls: the write's end stamp is the fdatasync's start, and
+// between two calls of timed the settler could yield.
 func (p *Fsync) writeAndSync(env *Env, res *Result) error {
 	p.rng.Read(p.buf)
 	p.settle()

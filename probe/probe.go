@@ -215,14 +215,14 @@ func (k syscallKind) op() string {
 }
 
 // timed makes c as the outstanding operation and returns how long it took; short
-// explains a read or write that moved n of its want bytes (nil for fdatasync). The timed
-// region holds nothing but the system call between the clock reads (ignoringEINTR says
-// how a retried call is timed), as each probe's own copy of this block did: which call
-// to make is a switch on c.sys, a compare and a branch, where a func value would add an
-// indirect call and its closure's prologue to every sample. short is a parameter of its
-// own, called only after the region: inside c it would leak with c.path into the
-// PathError, and go build -gcflags=-m reports a func literal passed there escaping to
-// the heap, an allocation per call; as a parameter it "does not escape".
+// explains a read or write that moved n of its want bytes (nil for fdatasync) and is
+// called after the timed region. The region holds nothing but the system call between
+// the clock reads (ignoringEINTR says how a retried call is timed): the call is picked by
+// a switch on c.sys, a compare and a branch, not by a func value, which would add an
+// indirect call and a closure's prologue to every sample. short is a parameter, not a
+// field of c: c leaks into the PathError with its path, and a func literal inside it was
+// allocated on every call; as a parameter go build -gcflags=-m reports it "does not
+// escape".
 func (s *settler) timed(inflight *Inflight, c timedCall, short func(n, want int) error) (time.Duration, error) {
 	s.settle()
 	s.cpu.begin()
