@@ -62,6 +62,16 @@ func freeBuffer(b []byte) {
 	}
 }
 
+// openDirect opens a probe file with O_DIRECT (mode O_RDONLY or O_WRONLY), never through
+// a symlink.
+func openDirect(path string, mode int) (int, error) {
+	fd, err := openFD(path, mode|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, openDirectError(path, err)
+	}
+	return fd, nil
+}
+
 // openDirectError explains the errors users meet when opening with O_DIRECT.
 func openDirectError(path string, err error) error {
 	switch {

@@ -212,6 +212,31 @@ func createOwn(path string, h Header) (f *os.File, preallocated bool, err error)
 	return f, preallocated, nil
 }
 
+// createProbeFile is createOwn for a probe: a filesystem that could not preallocate the
+// file is told to the target's log through env (noFallocateNotice).
+func createProbeFile(env *Env, path string, h Header) (*os.File, error) {
+	f, preallocated, err := createOwn(path, h)
+	if err != nil {
+		return nil, err
+	}
+	if !preallocated {
+		env.notice(noFallocateNotice)
+	}
+	return f, nil
+}
+
+// createDirectFile is createProbeFile for the probes that write with O_DIRECT (seqwrite,
+// and the preparation of the read file): it returns the new file reopened for O_DIRECT
+// writes.
+func createDirectFile(env *Env, path string, h Header) (fd int, err error) {
+	f, err := createProbeFile(env, path, h)
+	if err != nil {
+		return -1, err
+	}
+	_ = f.Close()
+	return openDirect(path, unix.O_WRONLY)
+}
+
 // noFallocateNotice is what a probe says, once, on a filesystem without fallocate. It
 // names no file: the target's files (or check's scratch directories) share the filesystem.
 const noFallocateNotice = "fallocate is not supported on the target's filesystem" +
@@ -244,6 +269,30 @@ func FreeBytes(dir string) (int64, error) {
 func freeBytes(inflight *Inflight, dir string) (free int64, err error) {
 	inflight.Do(func() { free, err = FreeBytes(dir) })
 	return free, err
+}
+
+// checkFreeFloor returns ErrLowFreeSpace when the filesystem holding dir has less than
+// floor bytes free once need more are allocated (a new file's size); floor 0 disables
+// the check. statfs is the round's outstanding operation (freeBytes).
+func checkFreeFloor(inflight *Inflight, dir string, floor, need int64) error {
+	free, under, err := underFreeFloor(inflight, dir, floor, need)
+	if err != nil || !under {
+		return err
+	}
+	return fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, dir, floor>>20)
+}
+
+// underFreeFloor says whether allocating need bytes on the filesystem holding dir would
+// leave less than floor free; floor 0 disables it. For a caller with a message of its own.
+func underFreeFloor(inflight *Inflight, dir string, floor, need int64) (free int64, under bool, err error) {
+	if floor <= 0 {
+		return 0, false, nil
+	}
+	free, err = freeBytes(inflight, dir)
+	if err != nil {
+		return 0, false, err
+	}
+	return free, free < floor+need, nil
 }
 
 // stillLinked reports whether the file open at fd still has a name: a target directory

@@ -59,22 +59,13 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 
 // Round does opts.Ops write+fdatasync pairs.
 func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
-	p.beginRound()
-	res, err := p.round(ctx, env)
-	p.endRound(&res)
-	return res, err
+	return p.runRound(ctx, env, p.round)
 }
 
 func (p *Fsync) round(ctx context.Context, env *Env) (Result, error) {
 	var res Result
-	if p.opts.MinFree > 0 {
-		free, err := freeBytes(env.Inflight, p.opts.Dir)
-		if err != nil {
-			return res, err
-		}
-		if free < p.opts.MinFree {
-			return res, fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, p.opts.Dir, p.opts.MinFree>>20)
-		}
+	if err := checkFreeFloor(env.Inflight, p.opts.Dir, p.opts.MinFree, 0); err != nil {
+		return res, err
 	}
 	if p.f != nil && !stillLinked(env.Inflight, p.fd) {
 		_ = p.Close() // the directory was replaced: start a new file in the new one
@@ -95,7 +86,9 @@ func (p *Fsync) round(ctx context.Context, env *Env) (Result, error) {
 
 // writeAndSync does one operation. The timed region holds nothing but the two system
 // calls between the clock reads (ignoringEINTR says how a retried call is timed); the
-// data is made before the clock starts, and the thread's CPU wait read outside it.
+// data is made before the clock starts, and the thread's CPU wait read outside it. It is
+// not two settler.timed calls: the write's end stamp is the fdatasync's start, and
+// between two calls of timed the settler could yield.
 func (p *Fsync) writeAndSync(env *Env, res *Result) error {
 	p.rng.Read(p.buf)
 	p.settle()
@@ -166,12 +159,9 @@ func (p *Fsync) ensureRoom(env *Env) error {
 	if _, err := EnsureDir(p.opts.Dir); err != nil {
 		return err
 	}
-	f, preallocated, err := createOwn(p.path, Header{Kind: "fsync", Size: p.opts.FileSize})
+	f, err := createProbeFile(env, p.path, Header{Kind: "fsync", Size: p.opts.FileSize})
 	if err != nil {
 		return err
-	}
-	if !preallocated {
-		env.notice(noFallocateNotice)
 	}
 	p.f, p.fd, p.off = f, int(f.Fd()), HeaderSize
 	return nil

@@ -7,8 +7,11 @@ package probe
 import (
 	"context"
 	"errors"
+	"os"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Phase is which system call a Sample timed.
@@ -173,12 +176,86 @@ func (s *settler) settle() {
 	}
 }
 
-// beginRound locks the round to its thread (see cpuClock); endRound fills in the round's
-// CPU wait and unlocks it.
-func (s *settler) beginRound() { s.cpu.bind() }
-
-func (s *settler) endRound(res *Result) {
+// runRound runs round locked to its thread (see cpuClock) and fills in the round's CPU
+// wait. Every prober's Round is this around its own round.
+func (s *settler) runRound(ctx context.Context, env *Env, round func(context.Context, *Env) (Result, error)) (Result, error) {
+	s.cpu.bind()
+	res, err := round(ctx, env)
 	res.CPUWait, res.CPUWaitKnown = s.cpu.release()
+	return res, err
+}
+
+// timedCall is one system call a probe times: a pread or pwrite of buf at off, or an
+// fdatasync (buf nil), on fd, the file at path.
+type timedCall struct {
+	sys  syscallKind
+	fd   int
+	buf  []byte
+	off  int64
+	path string
+}
+
+type syscallKind uint8
+
+const (
+	sysPread syscallKind = iota
+	sysPwrite
+	sysFdatasync
+)
+
+// op is how the call is named in its *os.PathError.
+func (k syscallKind) op() string {
+	switch k {
+	case sysPread:
+		return "read"
+	case sysPwrite:
+		return "write"
+	}
+	return "fdatasync"
+}
+
+// timed makes c as the outstanding operation and returns how long it took; short
+// explains a read or write that moved n of its want bytes (nil for fdatasync) and is
+// called after the timed region. The region holds nothing but the system call between
+// the clock reads (ignoringEINTR says how a retried call is timed): the call is picked by
+// a switch on c.sys, a compare and a branch, not by a func value, which would add an
+// indirect call and a closure's prologue to every sample. short is a parameter, not a
+// field of c: c leaks into the PathError with its path, and a func literal inside it was
+// allocated on every call; as a parameter go build -gcflags=-m reports it "does not
+// escape".
+func (s *settler) timed(inflight *Inflight, c timedCall, short func(n, want int) error) (time.Duration, error) {
+	s.settle()
+	s.cpu.begin()
+	var n int
+	var d time.Duration
+	t0 := time.Now()
+	inflight.begin(t0)
+	err := ignoringEINTR(func() (err error) {
+		switch c.sys {
+		case sysPread:
+			n, err = unix.Pread(c.fd, c.buf, c.off)
+		case sysPwrite:
+			n, err = unix.Pwrite(c.fd, c.buf, c.off)
+		default:
+			err = unix.Fdatasync(c.fd)
+		}
+		d = time.Since(t0)
+		return err
+	})
+	inflight.end()
+	if err == nil && n != len(c.buf) {
+		err = short(n, len(c.buf))
+	}
+	if err != nil {
+		return d, &os.PathError{Op: c.sys.op(), Path: c.path, Err: err}
+	}
+	return d, nil
+}
+
+// readBlock is one timed O_DIRECT pread(2) of len(buf) bytes at off from src: the
+// operation of both read probes.
+func (s *settler) readBlock(inflight *Inflight, src *ReadSource, buf []byte, off int64) (time.Duration, error) {
+	return s.timed(inflight, timedCall{sys: sysPread, fd: src.fd, buf: buf, off: off, path: src.path}, src.shortRead)
 }
 
 // budget waits for the budget of an operation of n bytes. A budget without a token makes

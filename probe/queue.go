@@ -351,11 +351,7 @@ func (s *ReadSource) openForWrites() (int, error) {
 	if h.Kind != "read" {
 		return -1, &ForeignFileError{Path: s.path, Reason: "it is not a read probe file"}
 	}
-	fd, err := openFD(s.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return -1, openDirectError(s.path, err)
-	}
-	return fd, nil
+	return openDirect(s.path, unix.O_WRONLY)
 }
 
 // Size is the number of data bytes reads and writes address.

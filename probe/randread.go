@@ -3,10 +3,7 @@ package probe
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 var timeNow = time.Now
@@ -35,10 +32,7 @@ func NewRandread(src *ReadSource, ops, blockSize int) (*Randread, error) {
 
 // Round does the configured number of random reads.
 func (p *Randread) Round(ctx context.Context, env *Env) (Result, error) {
-	p.beginRound()
-	res, err := p.round(ctx, env)
-	p.endRound(&res)
-	return res, err
+	return p.runRound(ctx, env, p.round)
 }
 
 func (p *Randread) round(ctx context.Context, env *Env) (Result, error) {
@@ -50,7 +44,7 @@ func (p *Randread) round(ctx context.Context, env *Env) (Result, error) {
 		if err := p.budget(ctx, env, len(p.buf)); err != nil {
 			return res, err
 		}
-		d, err := p.readAt(env.Inflight, p.src.randomOffset(p.rng, int64(len(p.buf))))
+		d, err := p.readBlock(env.Inflight, p.src, p.buf, p.src.randomOffset(p.rng, int64(len(p.buf))))
 		if err != nil {
 			return res, err
 		}
@@ -60,28 +54,6 @@ func (p *Randread) round(ctx context.Context, env *Env) (Result, error) {
 		res.IO += d
 	}
 	return res, nil
-}
-
-func (p *Randread) readAt(inflight *Inflight, off int64) (time.Duration, error) {
-	p.settle()
-	p.cpu.begin()
-	var n int
-	var d time.Duration
-	t0 := time.Now()
-	inflight.begin(t0)
-	err := ignoringEINTR(func() (err error) {
-		n, err = unix.Pread(p.src.fd, p.buf, off)
-		d = time.Since(t0)
-		return err
-	})
-	inflight.end()
-	if err == nil && n != len(p.buf) {
-		err = p.src.shortRead(n, len(p.buf))
-	}
-	if err != nil {
-		return 0, &os.PathError{Op: "read", Path: p.src.path, Err: err}
-	}
-	return d, nil
 }
 
 // Close frees the buffer; the source is closed by its owner.

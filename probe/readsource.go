@@ -226,27 +226,16 @@ func (s *ReadSource) begin(env *Env) error {
 	if err != nil {
 		return err
 	}
-	if p.minFree > 0 {
-		free, err := FreeBytes(dir) // inside PrepareStep's outstanding operation
-		if err != nil {
-			return err
-		}
-		if free < p.size+p.minFree {
-			return fmt.Errorf("%w: the %d MiB read probe file needs %d MiB free on top of the %d MiB floor",
-				ErrLowFreeSpace, p.size>>20, p.size>>20, p.minFree>>20)
-		}
+	// No Inflight: this is inside PrepareStep's outstanding operation already.
+	if _, under, err := underFreeFloor(nil, dir, p.minFree, p.size); err != nil {
+		return err
+	} else if under {
+		return fmt.Errorf("%w: the %d MiB read probe file needs %d MiB free on top of the %d MiB floor",
+			ErrLowFreeSpace, p.size>>20, p.size>>20, p.minFree>>20)
 	}
-	f, preallocated, err := createOwn(s.path, Header{Kind: "read", Size: p.size})
+	fd, err := createDirectFile(env, s.path, Header{Kind: "read", Size: p.size})
 	if err != nil {
 		return err
-	}
-	if !preallocated {
-		env.notice(noFallocateNotice)
-	}
-	_ = f.Close()
-	fd, err := openFD(s.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return openDirectError(s.path, err)
 	}
 	p.wfd, p.off = fd, HeaderSize
 	return nil
@@ -296,9 +285,9 @@ func (s *ReadSource) releaseChunk() {
 }
 
 func (s *ReadSource) openForReads() error {
-	fd, err := openFD(s.path, unix.O_RDONLY|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
+	fd, err := openDirect(s.path, unix.O_RDONLY)
 	if err != nil {
-		return openDirectError(s.path, err)
+		return err
 	}
 	align, err := DirectIOAlignment(fd, s.path, s.align)
 	if err != nil {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,10 +31,7 @@ func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
 // Round reads the configured number of bytes. The buffer lives for the round only: a
 // 1 MiB block per target would otherwise stay resident between rounds minutes apart.
 func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
-	p.beginRound()
-	res, err := p.round(ctx, env)
-	p.endRound(&res)
-	return res, err
+	return p.runRound(ctx, env, p.round)
 }
 
 func (p *Seqread) round(ctx context.Context, env *Env) (Result, error) {
@@ -58,23 +53,9 @@ func (p *Seqread) round(ctx context.Context, env *Env) (Result, error) {
 		if off+bs > p.src.end {
 			off = p.src.firstBlock(bs)
 		}
-		p.settle()
-		p.cpu.begin()
-		var n int
-		var d time.Duration
-		t0 := time.Now()
-		env.Inflight.begin(t0)
-		err := ignoringEINTR(func() (err error) {
-			n, err = unix.Pread(p.src.fd, buf, off)
-			d = time.Since(t0)
-			return err
-		})
-		env.Inflight.end()
-		if err == nil && n != len(buf) {
-			err = p.src.shortRead(n, len(buf))
-		}
+		d, err := p.readBlock(env.Inflight, p.src, buf, off)
 		if err != nil {
-			return res, &os.PathError{Op: "read", Path: p.src.path, Err: err}
+			return res, err
 		}
 		env.observe(Sample{Phase: PhaseRead, Duration: d})
 		off += bs
@@ -125,10 +106,7 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 
 // Round writes the configured number of bytes and fdatasyncs.
 func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
-	p.beginRound()
-	res, err := p.round(ctx, env)
-	p.endRound(&res)
-	return res, err
+	return p.runRound(ctx, env, p.round)
 }
 
 func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
@@ -136,18 +114,12 @@ func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 	if p.fd >= 0 && !stillLinked(env.Inflight, p.fd) {
 		_ = p.Close() // the directory was replaced: start a new file in the new one
 	}
-	if p.minFree > 0 {
-		free, err := freeBytes(env.Inflight, p.dir)
-		if err != nil {
-			return res, err
-		}
-		need := p.minFree
-		if p.fd < 0 {
-			need += p.bytes
-		}
-		if free < need {
-			return res, fmt.Errorf("%w: %d MiB free on %s, floor %d MiB", ErrLowFreeSpace, free>>20, p.dir, p.minFree>>20)
-		}
+	var newFile int64 // the bytes a new file is about to take
+	if p.fd < 0 {
+		newFile = p.bytes
+	}
+	if err := checkFreeFloor(env.Inflight, p.dir, p.minFree, newFile); err != nil {
+		return res, err
 	}
 	if p.fd < 0 {
 		env.Inflight.begin(timeNow()) // creating the file can hang as its writes can
@@ -176,43 +148,20 @@ func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 			off = start
 		}
 		p.fill.Read(buf)
-		p.settle()
-		p.cpu.begin()
-		var n int
-		var d time.Duration
-		t0 := time.Now()
-		env.Inflight.begin(t0)
-		err := ignoringEINTR(func() (err error) {
-			n, err = unix.Pwrite(p.fd, buf, off)
-			d = time.Since(t0)
-			return err
-		})
-		env.Inflight.end()
-		if err == nil && n != len(buf) {
-			err = fmt.Errorf("short write at offset %d: %d of %d bytes", off, n, len(buf))
-		}
+		d, err := p.timed(env.Inflight, timedCall{sys: sysPwrite, fd: p.fd, buf: buf, off: off, path: p.path},
+			func(n, want int) error { return fmt.Errorf("short write at offset %d: %d of %d bytes", off, n, want) })
 		if err != nil {
-			return res, &os.PathError{Op: "write", Path: p.path, Err: err}
+			return res, err
 		}
 		off += bs
 		res.Ops++
 		res.Bytes += bs
 		res.IO += d
 	}
-	p.settle()
-	p.cpu.begin()
-	var d time.Duration
-	t0 := time.Now()
-	env.Inflight.begin(t0)
-	err = ignoringEINTR(func() error {
-		err := unix.Fdatasync(p.fd)
-		d = time.Since(t0)
-		return err
-	})
-	env.Inflight.end()
+	d, err := p.timed(env.Inflight, timedCall{sys: sysFdatasync, fd: p.fd, path: p.path}, nil)
 	if err != nil {
 		_ = p.Close() // the file's state is unknown: the next round starts a fresh one (see Fsync.writeAndSync)
-		return res, &os.PathError{Op: "fdatasync", Path: p.path, Err: err}
+		return res, err
 	}
 	res.IO += d
 	return res, nil
@@ -225,17 +174,9 @@ func (p *Seqwrite) open(env *Env) error {
 	if _, err := EnsureDir(p.dir); err != nil { // it may have been deleted under us
 		return err
 	}
-	f, preallocated, err := createOwn(p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
+	fd, err := createDirectFile(env, p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
 	if err != nil {
 		return err
-	}
-	if !preallocated {
-		env.notice(noFallocateNotice)
-	}
-	_ = f.Close()
-	fd, err := openFD(p.path, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return openDirectError(p.path, err)
 	}
 	align, err := DirectIOAlignment(fd, p.path, p.fallback)
 	if err != nil {
