@@ -57,7 +57,7 @@ func TestBenchReport(t *testing.T) {
 	}
 	dir := benchDir(t)
 	rep := &benchkit.Report{Date: start, PlotsDir: "tests/bench/plots",
-		Command: "make bench (as root): DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestBenchReport$' -count=1 -v -timeout 40m; then (cd tests/bench/plot && go run . -in ../plots/cdf.json -out ../plots)"}
+		Command: "make bench (as root): DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestBenchReport$' -count=1 -v -timeout 60m; then (cd tests/bench/plot && go run . -in ../plots/cdf.json -out ../plots)"}
 	rep.Machine = machine(t, dir)
 
 	ok := t.Run("agreement", func(t *testing.T) {
