@@ -28,15 +28,17 @@ var schedstatPath = "/proc/thread-self/schedstat"
 // segments: a segment opens just before a timed call (begin) and stays open over the
 // operations that follow back to back, through the few microseconds of Go between them
 // (observing the samples, filling the next buffer); it closes (pause) before anything
-// that can make the thread wait outside the timed calls: a yield to the Go scheduler (the
-// settler's), a rate limit without a token, cutting a new file, the end of the round.
+// that can make the thread wait outside the timed calls: a yield to the Go scheduler
+// (round.settle), a rate limit without a token, an untimed call (round.untimed), the end
+// of the round. The round does both (round.timed, round.waitBudget, round.untimed): a
+// probe kind never does.
 // What the count can hold beyond the timed calls is a preemption of the thread while it
 // ran that Go between two operations: a few microseconds of the 60-190 µs of CPU an
 // operation costs there, so a few per cent of the wait, counted, never hidden. Measured
 // with make bench's loop process: 0.08 readings per 4 KiB read and 0.35 per
 // write+fdatasync; CPU per operation 1.01× what it was without them.
 //
-// A round runs locked to one OS thread (bind), except around the settler's yield, after
+// A round runs locked to one OS thread (bind), except around round.settle's yield, after
 // which the thread is asked again: the daemon's worker goroutine is not locked between
 // rounds, and a goroutine may come back from a blocking call or a yield on another
 // thread. Descriptors are kept per thread (a Go process has few), so a goroutine that
@@ -152,13 +154,6 @@ func (c *cpuClock) closeFDs() {
 	c.fds = c.fds[:0]
 }
 
-// free says whether an operation of n bytes may start now without waiting, for a budget
-// that can tell; one that cannot is taken to wait, and a segment closes before it.
-func free(b Budget, n int) bool {
-	f, ok := b.(interface{ Free(bytes int) bool })
-	return ok && f.Free(n)
-}
-
 // unsupported is whether a failure to read schedstat will recur on every thread: the
 // file is absent (Linux before 3.17, CONFIG_SCHED_INFO off, gVisor), refused, or not in
 // the format the parser knows. Other errors (out of descriptors) may pass.
@@ -169,9 +164,11 @@ func unsupported(err error) bool {
 
 var (
 	errSchedstatFormat = errors.New("not three unsigned decimal fields and a newline")
-	// A kernel built without scheduler statistics at run time reports "0 0 0" for every
-	// thread; a thread that reads its own file has run, so 0 time on a CPU means that.
-	errNoSchedInfo = errors.New("the kernel reports no scheduler statistics (0 time on a CPU)")
+	// A kernel with scheduler statistics off at run time reports "0 0 0" for every thread.
+	// Its third field, the times the thread was put on a CPU, is at least 1 for a thread
+	// that reads its own file; the first is not: a thread created moments ago reads
+	// "0 4912 1" until its first tick updates its time on a CPU.
+	errNoSchedInfo = errors.New("the kernel reports no scheduler statistics (never put on a CPU)")
 )
 
 // readRunDelay preads schedstat at offset 0, which makes the kernel write it anew.
@@ -215,7 +212,7 @@ func parseSchedstat(b []byte) (onCPU, runDelay time.Duration, err error) {
 	if i != len(b) {
 		return 0, 0, fmt.Errorf("schedstat %q: %w", b, errSchedstatFormat)
 	}
-	if f[0] == 0 {
+	if f[2] == 0 {
 		return 0, 0, errNoSchedInfo
 	}
 	return time.Duration(f[0]), time.Duration(f[1]), nil

@@ -20,6 +20,11 @@ func TestSchedstatParserAcceptsOnlyThreeFieldsAndANewline(t *testing.T) {
 	if _, delay, err := parseSchedstat([]byte("1 0 1\n")); err != nil || delay != 0 {
 		t.Errorf("a thread that never waited: %v %v", delay, err)
 	}
+	// A thread created moments ago has been put on a CPU once, and its time there is
+	// not counted until its first tick: measured, not "statistics off".
+	if onCPU, delay, err := parseSchedstat([]byte("0 4912 1\n")); err != nil || onCPU != 0 || delay != 4912 {
+		t.Errorf("a thread that has just started: %v %v %v; want 4912ns waiting", onCPU, delay, err)
+	}
 	for _, in := range []string{
 		"", "\n", "1 2\n", "1 2 3", "1 2 3 4\n", "1 2 3\n\n", "1 2 3\nx", " 1 2 3\n", "1  2 3\n",
 		"1 2 3 \n", "1\t2\t3\n", "-1 2 3\n", "1 -2 3\n", "1 2 x\n", "1 2.5 3\n", "1 0x2 3\n",
@@ -87,8 +92,8 @@ func TestMissingOrStrangeSchedstatLeavesCPUWaitUnknownNotAProbeError(t *testing.
 					t.Errorf("CPU wait %v known %v; want unknown", res.CPUWait, res.CPUWaitKnown)
 				}
 			}
-			if !p.cpu.off || len(p.cpu.fds) != 0 {
-				t.Errorf("the probe would ask again every round (off %v, descriptors %v)", p.cpu.off, p.cpu.fds)
+			if !p.round.clock.off || len(p.round.clock.fds) != 0 {
+				t.Errorf("the probe would ask again every round (off %v, descriptors %v)", p.round.clock.off, p.round.clock.fds)
 			}
 			if CheckCPUWait() == nil {
 				t.Error("CheckCPUWait saw nothing wrong")
@@ -130,23 +135,44 @@ func TestRoundReadsTheSchedstatOfTheThreadThatMadeItsCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	threads, wrong := map[int]bool{}, 0
+	threads, wrong, unknown := map[int]bool{}, 0, 0
 	env := &Env{Budget: Unlimited, Observe: func(Sample) {
 		tid := unix.Gettid()
 		threads[tid] = true
-		if p.cpu.fdTid() != tid {
+		if p.round.clock.fdTid() != tid {
 			wrong++
 		}
+		killThread()      // so that the round comes back on threads created moments before
 		runtime.Gosched() // as a Budget.Wait that sleeps would
 	}}
 	for range 3 {
-		if _, err := p.Round(context.Background(), env); err != nil {
+		res, err := p.Round(context.Background(), env)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if !res.CPUWaitKnown {
+			unknown++
 		}
 	}
 	if wrong > 0 {
 		t.Errorf("%d of 600 samples were taken on a thread whose schedstat was not the one read (threads %v)", wrong, threads)
 	}
+	// A round that came back on a new thread must not read that thread's schedstat as
+	// "the kernel keeps no statistics" and stop measuring for the probe's life.
+	if p.round.clock.off || unknown == 3 {
+		t.Errorf("CPU wait unknown in %d of 3 rounds, measuring given up: %v", unknown, p.round.clock.off)
+	}
+}
+
+// killThread ends one OS thread of the process: a goroutine that exits while locked to
+// its thread takes the thread with it, and the Go runtime later starts a new one.
+func killThread() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+	}()
+	<-done
 }
 
 // fdTid is the thread whose schedstat fd is, -1 if none.
@@ -191,3 +217,46 @@ func BenchmarkSchedstatParse(b *testing.B) {
 		}
 	}
 }
+
+// TestCPUWaitKeepsMeasuringAfterTheProbeFileIsReplaced: a round that drops its file (the
+// directory was recreated under it, or an fdatasync failed) must not close the clock's
+// descriptors with it: the new file would get the clock's descriptor number, and the clock
+// would read the probe file as its thread's schedstat.
+func TestCPUWaitKeepsMeasuringAfterTheProbeFileIsReplaced(t *testing.T) {
+	if err := CheckCPUWait(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	fsync, err := NewFsync(FsyncOptions{Dir: dir, Ops: 5, BlockSize: 2300, FileSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsync.Close()
+	seqwrite, err := NewSeqwrite(dir, 1<<20, 1<<20, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seqwrite.Close()
+	for name, p := range map[string]interface {
+		Round(context.Context, *Env) (Result, error)
+		clock() *cpuClock
+	}{"fsync": fsync, "seqwrite": seqwrite} {
+		t.Run(name, func(t *testing.T) {
+			for i := range 3 {
+				if i > 0 { // the directory recreated between rounds
+					must(t, os.RemoveAll(filepath.Join(dir, DirName)))
+					must(t, os.Mkdir(filepath.Join(dir, DirName), 0o700))
+				}
+				res, err := p.Round(context.Background(), (&collected{}).env())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c := p.clock(); !res.CPUWaitKnown || c.off {
+					t.Fatalf("round %d: CPU wait known %v, measuring given up %v", i, res.CPUWaitKnown, c.off)
+				}
+			}
+		})
+	}
+}
+
+func (p *prober[K]) clock() *cpuClock { return &p.round.clock }

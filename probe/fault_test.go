@@ -175,8 +175,8 @@ func TestFailedFdatasyncIsObservedAndItsFileAbandoned(t *testing.T) {
 	if after == before || nlink() != 0 {
 		t.Errorf("the round after a failed fdatasync wrote into the same file (inode %d, then %d; old one has %d links)", before, after, nlink())
 	}
-	if p.off != HeaderSize+3*block {
-		t.Errorf("write offset %d after 3 writes since the failure; want %d, the fourth block of a fresh file", p.off, HeaderSize+3*block)
+	if p.kind.off != HeaderSize+3*block {
+		t.Errorf("write offset %d after 3 writes since the failure; want %d, the fourth block of a fresh file", p.kind.off, HeaderSize+3*block)
 	}
 }
 

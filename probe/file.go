@@ -213,14 +213,14 @@ func createOwn(path string, h Header) (f *os.File, preallocated bool, err error)
 }
 
 // createProbeFile is createOwn for a probe: a filesystem that could not preallocate the
-// file is told to the target's log through env (noFallocateNotice).
-func createProbeFile(env *Env, path string, h Header) (*os.File, error) {
+// file is told to the target's log through notice (noFallocateNotice).
+func createProbeFile(notice func(string), path string, h Header) (*os.File, error) {
 	f, preallocated, err := createOwn(path, h)
 	if err != nil {
 		return nil, err
 	}
 	if !preallocated {
-		env.notice(noFallocateNotice)
+		notice(noFallocateNotice)
 	}
 	return f, nil
 }
@@ -228,8 +228,8 @@ func createProbeFile(env *Env, path string, h Header) (*os.File, error) {
 // createDirectFile is createProbeFile for the probes that write with O_DIRECT (seqwrite,
 // and the preparation of the read file): it returns the new file reopened for O_DIRECT
 // writes.
-func createDirectFile(env *Env, path string, h Header) (fd int, err error) {
-	f, err := createProbeFile(env, path, h)
+func createDirectFile(notice func(string), path string, h Header) (fd int, err error) {
+	f, err := createProbeFile(notice, path, h)
 	if err != nil {
 		return -1, err
 	}
@@ -264,18 +264,12 @@ func FreeBytes(dir string) (int64, error) {
 	return int64(s.Bavail) * int64(s.Bsize), nil
 }
 
-// freeBytes is FreeBytes as a round's outstanding operation: statfs hangs on a hung mount
-// (an NFS server gone, a stuck FUSE daemon) as a write does, and must show the same age.
-func freeBytes(inflight *Inflight, dir string) (free int64, err error) {
-	inflight.Do(func() { free, err = FreeBytes(dir) })
-	return free, err
-}
-
 // checkFreeFloor returns ErrLowFreeSpace when the filesystem holding dir has less than
 // floor bytes free once need more are allocated (a new file's size); floor 0 disables
-// the check. statfs is the round's outstanding operation (freeBytes).
-func checkFreeFloor(inflight *Inflight, dir string, floor, need int64) error {
-	free, under, err := underFreeFloor(inflight, dir, floor, need)
+// the check. Its statfs hangs on a hung mount (an NFS server gone, a stuck FUSE daemon)
+// as a write does: a round makes it untimed (round.untimed).
+func checkFreeFloor(dir string, floor, need int64) error {
+	free, under, err := underFreeFloor(dir, floor, need)
 	if err != nil || !under {
 		return err
 	}
@@ -284,11 +278,11 @@ func checkFreeFloor(inflight *Inflight, dir string, floor, need int64) error {
 
 // underFreeFloor says whether allocating need bytes on the filesystem holding dir would
 // leave less than floor free; floor 0 disables it. For a caller with a message of its own.
-func underFreeFloor(inflight *Inflight, dir string, floor, need int64) (free int64, under bool, err error) {
+func underFreeFloor(dir string, floor, need int64) (free int64, under bool, err error) {
 	if floor <= 0 {
 		return 0, false, nil
 	}
-	free, err = freeBytes(inflight, dir)
+	free, err = FreeBytes(dir)
 	if err != nil {
 		return 0, false, err
 	}
@@ -299,11 +293,10 @@ func underFreeFloor(inflight *Inflight, dir string, floor, need int64) (free int
 // deleted (and perhaps recreated) under a running exporter leaves the descriptor on a
 // deleted file, where writes would succeed and measure nothing real. fstat's link count
 // tells without a path lookup, so the per-round check does not allocate. On FUSE and NFS
-// fstat asks the server, so it is the outstanding operation too.
-func stillLinked(inflight *Inflight, fd int) bool {
+// fstat asks the server: a round makes it untimed (round.untimed).
+func stillLinked(fd int) bool {
 	var st unix.Stat_t
-	var err error
-	inflight.Do(func() { err = ignoringEINTR(func() error { return unix.Fstat(fd, &st) }) })
+	err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) })
 	return err == nil && st.Nlink > 0
 }
 

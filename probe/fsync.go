@@ -6,9 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // FsyncOptions configure the etcd-WAL-like probe.
@@ -25,15 +22,18 @@ type FsyncOptions struct {
 // fdatasyncs after each write, as etcd's WAL does. The write and the fdatasync are timed
 // separately: fio's `sync` percentiles and etcd's wal_fsync time the sync alone, and a
 // slow write must not hide inside it.
-type Fsync struct {
-	opts FsyncOptions
-	path string
-	f    *os.File
-	fd   int
-	off  int64
-	buf  []byte
-	rng  *rand.ChaCha8
-	settler
+type Fsync struct{ prober[*fsyncWriter] }
+
+// fsyncWriter is the fsync probe's kind: its file and where the next block goes.
+type fsyncWriter struct {
+	opts  FsyncOptions
+	path  string
+	f     *os.File
+	fd    int
+	off   int64
+	buf   []byte
+	rng   *rand.ChaCha8
+	calls [2]ioCall // the write and its fdatasync
 }
 
 // NewFsync checks the probe directory; the file itself is created by the first round.
@@ -48,118 +48,91 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fsync{
+	return &Fsync{prober[*fsyncWriter]{kind: &fsyncWriter{
 		opts: opts,
 		path: filepath.Join(dir, opts.FileName),
 		fd:   -1,
 		buf:  make([]byte, opts.BlockSize),
 		rng:  newRNG(),
-	}, nil
+	}}}, nil
 }
 
-// Round does opts.Ops write+fdatasync pairs.
-func (p *Fsync) Round(ctx context.Context, env *Env) (Result, error) {
-	return p.runRound(ctx, env, p.round)
-}
-
-func (p *Fsync) round(ctx context.Context, env *Env) (Result, error) {
+// run does opts.Ops write+fdatasync pairs.
+func (p *fsyncWriter) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if err := checkFreeFloor(env.Inflight, p.opts.Dir, p.opts.MinFree, 0); err != nil {
+	if err := r.untimed(func() error { return checkFreeFloor(p.opts.Dir, p.opts.MinFree, 0) }); err != nil {
 		return res, err
 	}
-	if p.f != nil && !stillLinked(env.Inflight, p.fd) {
-		_ = p.Close() // the directory was replaced: start a new file in the new one
+	if p.f != nil {
+		_ = r.untimed(func() error {
+			if !stillLinked(p.fd) {
+				_ = p.closeFiles() // the directory was replaced: start a new file in the new one
+			}
+			return nil
+		})
 	}
 	for range p.opts.Ops {
-		if err := p.budget(ctx, env, len(p.buf)); err != nil {
+		if err := r.waitBudget(ctx, len(p.buf)); err != nil {
 			return res, err
 		}
-		if err := p.ensureRoom(env); err != nil {
-			return res, err
+		if p.f == nil || p.off+int64(len(p.buf)) > p.opts.FileSize {
+			if err := r.untimed(func() error { return p.cutFile(r.notice) }); err != nil {
+				return res, err
+			}
 		}
-		if err := p.writeAndSync(env, &res); err != nil {
+		if err := p.writeAndSync(r, &res); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
 }
 
-// writeAndSync does one operation. The timed region holds nothing but the two system
-// calls between the clock reads (ignoringEINTR says how a retried call is timed); the
-// data is made before the clock starts, and the thread's CPU wait read outside it. It is
-// not two settler.timed calls: the write's end stamp is the fdatasync's start, and
-// between two calls of timed the settler could yield.
-func (p *Fsync) writeAndSync(env *Env, res *Result) error {
+// writeAndSync does one operation: a write and its fdatasync, one timed region, so that
+// the write's end is the fdatasync's start; the data is made before it.
+func (p *fsyncWriter) writeAndSync(r *round, res *Result) error {
 	p.rng.Read(p.buf)
-	p.settle()
-	p.cpu.begin()
-	var n int
-	var t1, t2 time.Time
-	t0 := time.Now()
-	env.Inflight.begin(t0)
-	err := ignoringEINTR(func() (err error) {
-		n, err = unix.Pwrite(p.fd, p.buf, p.off)
-		t1 = time.Now()
-		return err
-	})
-	if err == nil && n != len(p.buf) {
-		err = fmt.Errorf("short write: %d of %d bytes", n, len(p.buf))
+	p.calls = [2]ioCall{{sys: sysPwrite, fd: p.fd, buf: p.buf, off: p.off}, {sys: sysFdatasync, fd: p.fd}}
+	d, made, err := r.timed(p.path, p.calls[:], shortWrite)
+	if made < 2 {
+		return err // the write failed: nothing reached the disk to sync
 	}
-	if err != nil {
-		env.Inflight.end()
-		return &os.PathError{Op: "write", Path: p.path, Err: err}
-	}
-	env.Inflight.begin(t1)
-	err = ignoringEINTR(func() error {
-		err := unix.Fdatasync(p.fd)
-		t2 = time.Now()
-		return err
-	})
-	env.Inflight.end()
 	// A failed fdatasync is observed too, in the same histogram, as etcd observes
 	// wal_fsync before it returns the error: one that failed after 30 s is the sick disk
 	// the histogram is there to show, and a separate series would hide it from every
 	// dashboard and alert built on this one. The write and the load it put on the disk
 	// count as well.
-	env.observe(Sample{Phase: PhaseWrite, Duration: t1.Sub(t0)})
-	env.observe(Sample{Phase: PhaseFdatasync, Duration: t2.Sub(t1)})
+	r.observe(Sample{Phase: PhaseWrite, Duration: p.calls[0].took})
+	r.observe(Sample{Phase: PhaseFdatasync, Duration: p.calls[1].took})
 	res.Ops++
-	res.Bytes += int64(n)
-	res.IO += t2.Sub(t0)
+	res.Bytes += int64(len(p.buf))
+	res.IO += d
 	if err != nil {
 		// After a failed fdatasync the file's state is unknown: the kernel may have
 		// dropped the dirty pages and cleared the error, so a second fdatasync would
 		// succeed over data that never reached the disk (PostgreSQL's "fsyncgate").
 		// etcd treats the error as fatal for its WAL file; the probe abandons its file,
-		// and the next round starts on a fresh one (ensureRoom replaces it).
-		_ = p.Close()
-		return &os.PathError{Op: "fdatasync", Path: p.path, Err: err}
+		// and the next round starts on a fresh one.
+		_ = p.closeFiles()
+		return err
 	}
-	p.off += int64(n)
+	p.off += int64(len(p.buf))
 	return nil
 }
 
-// ensureRoom opens the file on first use and cuts a new one when the next block would
-// not fit. A fresh file at start-up means every write lands on preallocated, never
-// written blocks, as etcd's do and as fio's recipe does.
-func (p *Fsync) ensureRoom(env *Env) error {
-	if p.f != nil && p.off+int64(len(p.buf)) <= p.opts.FileSize {
-		return nil
-	}
-	// Cutting a file (mkdir, create, fallocate, fdatasync) hangs on a frozen or dying
-	// filesystem just as a write does: it is the outstanding operation, and its age shows.
-	// Its waits are not a timed call's.
-	p.cpu.pause()
-	env.Inflight.begin(timeNow())
-	defer env.Inflight.end()
-	if p.f != nil {
-		_ = p.f.Close()
-		p.f, p.fd = nil, -1
-	}
+// shortWrite explains a write that moved n of its want bytes.
+func shortWrite(n, want int) error { return fmt.Errorf("short write: %d of %d bytes", n, want) }
+
+// cutFile starts a new file: on first use, and when the next block would not fit. A
+// fresh file at start-up means every write lands on preallocated, never written blocks,
+// as etcd's do and as fio's recipe does. Cutting a file (mkdir, create, fallocate,
+// fdatasync) hangs on a frozen or dying filesystem just as a write does, which is why a
+// round makes it untimed.
+func (p *fsyncWriter) cutFile(notice func(string)) error {
+	_ = p.closeFiles()
 	if _, err := EnsureDir(p.opts.Dir); err != nil {
 		return err
 	}
-	f, err := createProbeFile(env, p.path, Header{Kind: "fsync", Size: p.opts.FileSize})
+	f, err := createProbeFile(notice, p.path, Header{Kind: "fsync", Size: p.opts.FileSize})
 	if err != nil {
 		return err
 	}
@@ -167,9 +140,8 @@ func (p *Fsync) ensureRoom(env *Env) error {
 	return nil
 }
 
-// Close closes the file; it stays on disk for the next start to replace.
-func (p *Fsync) Close() error {
-	p.cpu.closeFDs()
+// closeFiles closes the file; it stays on disk for the next start to replace.
+func (p *fsyncWriter) closeFiles() error {
 	if p.f == nil {
 		return nil
 	}
@@ -181,7 +153,7 @@ func (p *Fsync) Close() error {
 // Remove closes and deletes the probe file (used by the one-shot check).
 func (p *Fsync) Remove() error {
 	_ = p.Close()
-	return removeOwn(p.path)
+	return removeOwn(p.kind.path)
 }
 
 func newRNG() *rand.ChaCha8 {

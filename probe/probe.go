@@ -7,11 +7,8 @@ package probe
 import (
 	"context"
 	"errors"
-	"os"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Phase is which system call a Sample timed.
@@ -48,6 +45,10 @@ type Result struct {
 type Budget interface {
 	// Wait blocks until one operation moving n bytes may start, or ctx ends.
 	Wait(ctx context.Context, bytes int) error
+	// Free says whether one operation moving n bytes may start now, without waiting. A
+	// round counts its thread's CPU wait (Result.CPUWait) over back-to-back operations,
+	// and stops counting only before a Wait that may sleep, which is not the disk's.
+	Free(bytes int) bool
 }
 
 // Unlimited is the budget of the one-shot check and of benchmarks: operations run back to back.
@@ -75,9 +76,14 @@ type Inflight struct {
 var inflightEpoch = time.Now()
 
 // begin marks t, a reading of time.Now, as the start of the outstanding operation.
-func (i *Inflight) begin(t time.Time) {
+func (i *Inflight) begin(t time.Time) { i.beginAt(t.Sub(inflightEpoch)) }
+
+// beginAt marks the instant d after inflightEpoch, a reading of the clock by
+// time.Since(inflightEpoch), as the start of the outstanding operation: a timed region
+// reads its clock that way, so that its mark costs a store.
+func (i *Inflight) beginAt(d time.Duration) {
 	if i != nil {
-		i.start.Store(int64(t.Sub(inflightEpoch)) + 1)
+		i.start.Store(int64(d) + 1)
 	}
 }
 
@@ -87,9 +93,9 @@ func (i *Inflight) end() {
 	}
 }
 
-// Do runs fn as the outstanding operation. It is for the file system calls made before a
-// probe's own timed ones, such as creating <path>/.diskprobe: on a hung file system they
-// hang the same way and must show the same age.
+// Do runs fn as the outstanding operation: file system calls that are not timed but hang
+// on a hung file system as the probe's own do, and must show the same age (preparing the
+// read probe file; in a round, round.untimed).
 func (i *Inflight) Do(fn func()) {
 	i.begin(time.Now())
 	defer i.end()
@@ -143,126 +149,3 @@ var (
 	// ErrLowFreeSpace means free space is under limits.min_free; write probes stop.
 	ErrLowFreeSpace = errors.New("free space is under limits.min_free")
 )
-
-// settler passes a prober through the Go scheduler before a timed system call, outside
-// the timing region, when it has not passed through it for settleEvery. The runtime's
-// sysmon takes the P from a goroutine blocked in a system call once that P has scheduled
-// nothing for 10 ms. A probe loop never blocks in Go between back-to-back operations (a
-// round within the budget's burst, a benchmark), so after its first 10 ms every system
-// call longer than sysmon's tick lost its P and, on the way out, had to take one back
-// and wake the sleeping sysmon, which then preempted the prober: 10-20 µs inside the
-// timing region for one call in ten. Measured with perf (sys_exit tracepoint to the
-// clock read after fdatasync, 10,029 calls): p90 8.8 µs, p99 22.3 µs without; 2.7 µs,
-// 4.0 µs with. Not before every call: each Gosched also wakes an idle thread to look for
-// work, which cost 29 % more CPU over 65,536 random reads (2.74 s against 2.13 s, fio
-// 2.21 s). The calls stay ordinary blocking system calls, so an operation stuck in the
-// kernel still gives its P back and the rest of the process keeps running, unlike a raw
-// system call.
-//
-// The settler also keeps the thread's CPU-wait clock (cpu): a round runs locked to its
-// thread, and the yield is where it may move to another.
-type settler struct {
-	last time.Time
-	cpu  cpuClock
-}
-
-// settleEvery is well inside sysmon's 10 ms.
-const settleEvery = 5 * time.Millisecond
-
-func (s *settler) settle() {
-	if now := time.Now(); now.Sub(s.last) >= settleEvery {
-		s.cpu.yield()
-		s.last = now
-	}
-}
-
-// runRound runs round locked to its thread (see cpuClock) and fills in the round's CPU
-// wait. Every prober's Round is this around its own round.
-func (s *settler) runRound(ctx context.Context, env *Env, round func(context.Context, *Env) (Result, error)) (Result, error) {
-	s.cpu.bind()
-	res, err := round(ctx, env)
-	res.CPUWait, res.CPUWaitKnown = s.cpu.release()
-	return res, err
-}
-
-// timedCall is one system call a probe times: a pread or pwrite of buf at off, or an
-// fdatasync (buf nil), on fd, the file at path.
-type timedCall struct {
-	sys  syscallKind
-	fd   int
-	buf  []byte
-	off  int64
-	path string
-}
-
-type syscallKind uint8
-
-const (
-	sysPread syscallKind = iota
-	sysPwrite
-	sysFdatasync
-)
-
-// op is how the call is named in its *os.PathError.
-func (k syscallKind) op() string {
-	switch k {
-	case sysPread:
-		return "read"
-	case sysPwrite:
-		return "write"
-	}
-	return "fdatasync"
-}
-
-// timed makes c as the outstanding operation and returns how long it took; short
-// explains a read or write that moved n of its want bytes (nil for fdatasync) and is
-// called after the timed region. The region holds nothing but the system call between
-// the clock reads (ignoringEINTR says how a retried call is timed): the call is picked by
-// a switch on c.sys, a compare and a branch, not by a func value, which would add an
-// indirect call and a closure's prologue to every sample. short is a parameter, not a
-// field of c: c leaks into the PathError with its path, and a func literal inside it was
-// allocated on every call; as a parameter go build -gcflags=-m reports it "does not
-// escape".
-func (s *settler) timed(inflight *Inflight, c timedCall, short func(n, want int) error) (time.Duration, error) {
-	s.settle()
-	s.cpu.begin()
-	var n int
-	var d time.Duration
-	t0 := time.Now()
-	inflight.begin(t0)
-	err := ignoringEINTR(func() (err error) {
-		switch c.sys {
-		case sysPread:
-			n, err = unix.Pread(c.fd, c.buf, c.off)
-		case sysPwrite:
-			n, err = unix.Pwrite(c.fd, c.buf, c.off)
-		default:
-			err = unix.Fdatasync(c.fd)
-		}
-		d = time.Since(t0)
-		return err
-	})
-	inflight.end()
-	if err == nil && n != len(c.buf) {
-		err = short(n, len(c.buf))
-	}
-	if err != nil {
-		return d, &os.PathError{Op: c.sys.op(), Path: c.path, Err: err}
-	}
-	return d, nil
-}
-
-// readBlock is one timed O_DIRECT pread(2) of len(buf) bytes at off from src: the
-// operation of both read probes.
-func (s *settler) readBlock(inflight *Inflight, src *ReadSource, buf []byte, off int64) (time.Duration, error) {
-	return s.timed(inflight, timedCall{sys: sysPread, fd: src.fd, buf: buf, off: off, path: src.path}, src.shortRead)
-}
-
-// budget waits for the budget of an operation of n bytes. A budget without a token makes
-// the thread sleep outside any timed call: the CPU-wait segment closes first.
-func (s *settler) budget(ctx context.Context, env *Env, n int) error {
-	if !free(env.Budget, n) {
-		s.cpu.pause()
-	}
-	return env.Budget.Wait(ctx, n)
-}

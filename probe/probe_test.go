@@ -85,8 +85,8 @@ func TestFsyncCutsANewFileWhenFull(t *testing.T) {
 	if c.sync != 7 {
 		t.Errorf("%d fdatasyncs, want 7 across file rotations", c.sync)
 	}
-	if p.off != HeaderSize+1000 {
-		t.Errorf("write offset %d after 7 writes into 3-block files; want the second block of the third file", p.off)
+	if p.kind.off != HeaderSize+1000 {
+		t.Errorf("write offset %d after 7 writes into 3-block files; want the second block of the third file", p.kind.off)
 	}
 }
 

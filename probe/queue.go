@@ -78,6 +78,12 @@ const sharedBufferAbove = 64 << 20
 // Mechanism says so. Each wait is an ordinary blocking system call: an I/O stuck in the
 // kernel leaves the rest of the process running, and the one-shot check that calls this
 // gives up after its grace time.
+//
+// A job is not a probe kind and stays outside their contract (round.go), which times
+// calls one thread makes back to back: here Depth I/Os are in flight at once, timed from
+// submission to reaping, so there is no one outstanding call to mark in flight and no one
+// thread whose CPU wait is theirs, and the daemon, whose in-flight age and CPU wait those
+// are, never runs a job.
 func RunQueue(ctx context.Context, src *ReadSource, job QueueJob, env *Env) (QueueResult, error) {
 	var res QueueResult
 	if job.Depth < 1 {
@@ -89,7 +95,8 @@ func RunQueue(ctx context.Context, src *ReadSource, job QueueJob, env *Env) (Que
 	if err := src.checkBlockSize("job", int64(job.BlockSize)); err != nil {
 		return res, err
 	}
-	if !src.ready(env.Inflight) {
+	env.Inflight.Do(src.checkLinked)
+	if !src.Ready() {
 		return res, ErrNotPrepared
 	}
 	q := &queueRun{src: src, job: job, env: env, wfd: -1, bs: int64(job.BlockSize)}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -93,16 +94,30 @@ func (s *ReadSource) Path() string { return s.path }
 // Ready reports whether reads may start.
 func (s *ReadSource) Ready() bool { return s.fd >= 0 }
 
-// ready is Ready for the read rounds: a prepared file that was deleted or replaced under
-// us (target directory recreated) goes back to preparation.
-func (s *ReadSource) ready(inflight *Inflight) bool {
-	if s.fd >= 0 && s.prep != nil && !stillLinked(inflight, s.fd) {
+// ready is Ready for the read rounds, after checkLinked, which a round makes untimed
+// (fstat asks a FUSE or NFS server).
+func (s *ReadSource) ready(r *round) bool {
+	_ = r.untimed(func() error { s.checkLinked(); return nil })
+	return s.fd >= 0
+}
+
+// checkLinked sends a prepared file that was deleted or replaced under us (target
+// directory recreated) back to preparation.
+func (s *ReadSource) checkLinked() {
+	if s.fd >= 0 && s.prep != nil && !stillLinked(s.fd) {
 		_ = unix.Close(s.fd)
 		s.fd = -1
 		s.abort()
 		s.prep.reused = false
 	}
-	return s.fd >= 0
+}
+
+// readBlock is one timed O_DIRECT pread(2) of len(buf) bytes at off: the operation of
+// both read probes.
+func (s *ReadSource) readBlock(r *round, buf []byte, off int64) (time.Duration, error) {
+	read := [1]ioCall{{sys: sysPread, fd: s.fd, buf: buf, off: off}}
+	d, _, err := r.timed(s.path, read[:], s.shortRead)
+	return d, err
 }
 
 // Reused reports whether a prepared file from an earlier run was taken as it was.
@@ -146,12 +161,13 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 	if p.wfd < 0 {
 		// Opening, creating and allocating the file hang on a frozen or dying filesystem
 		// as its writes do: they are the outstanding operation too.
-		env.Inflight.begin(timeNow())
-		ok, err := s.reuse()
-		if err == nil && !ok {
-			err = s.begin(env)
-		}
-		env.Inflight.end()
+		var ok bool
+		var err error
+		env.Inflight.Do(func() {
+			if ok, err = s.reuse(); err == nil && !ok {
+				err = s.begin(env.notice)
+			}
+		})
 		if err != nil || ok {
 			return res, ok, err
 		}
@@ -168,13 +184,14 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 			return res, false, err
 		}
 		p.rng.Read(p.chunk)
-		env.Inflight.begin(timeNow())
 		var n int
-		err := ignoringEINTR(func() (err error) {
-			n, err = unix.Pwrite(p.wfd, p.chunk[:min(int64(len(p.chunk)), p.size-p.off)], p.off)
-			return err
+		var err error
+		env.Inflight.Do(func() {
+			err = ignoringEINTR(func() (err error) {
+				n, err = unix.Pwrite(p.wfd, p.chunk[:min(int64(len(p.chunk)), p.size-p.off)], p.off)
+				return err
+			})
 		})
-		env.Inflight.end()
 		if err != nil {
 			s.abort()
 			return res, false, &os.PathError{Op: "write", Path: s.path, Err: err}
@@ -186,9 +203,8 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 	if p.off < p.size {
 		return res, false, nil
 	}
-	env.Inflight.begin(timeNow())
-	err := s.finish(env)
-	env.Inflight.end()
+	var err error
+	env.Inflight.Do(func() { err = s.finish() })
 	if err != nil {
 		s.abort()
 		return res, false, err
@@ -220,20 +236,19 @@ func (s *ReadSource) reuse() (bool, error) {
 	return true, nil
 }
 
-func (s *ReadSource) begin(env *Env) error {
+func (s *ReadSource) begin(notice func(string)) error {
 	p := s.prep
 	dir, err := EnsureDir(p.targetDir)
 	if err != nil {
 		return err
 	}
-	// No Inflight: this is inside PrepareStep's outstanding operation already.
-	if _, under, err := underFreeFloor(nil, dir, p.minFree, p.size); err != nil {
+	if _, under, err := underFreeFloor(dir, p.minFree, p.size); err != nil {
 		return err
 	} else if under {
 		return fmt.Errorf("%w: the %d MiB read probe file needs %d MiB free on top of the %d MiB floor",
 			ErrLowFreeSpace, p.size>>20, p.size>>20, p.minFree>>20)
 	}
-	fd, err := createDirectFile(env, s.path, Header{Kind: "read", Size: p.size})
+	fd, err := createDirectFile(notice, s.path, Header{Kind: "read", Size: p.size})
 	if err != nil {
 		return err
 	}
@@ -241,7 +256,7 @@ func (s *ReadSource) begin(env *Env) error {
 	return nil
 }
 
-func (s *ReadSource) finish(env *Env) error {
+func (s *ReadSource) finish() error {
 	p := s.prep
 	if err := ignoringEINTR(func() error { return unix.Fdatasync(p.wfd) }); err != nil {
 		return &os.PathError{Op: "fdatasync", Path: s.path, Err: err}

@@ -12,12 +12,14 @@ import (
 // Seqread reads `bytes` in block_size O_DIRECT reads, sequentially from a random aligned
 // offset, wrapping at the end. Its throughput is bytes over the time inside the reads:
 // the waits of the rate limit are not the disk's.
-type Seqread struct {
+type Seqread struct{ prober[*sequentialReader] }
+
+// sequentialReader is the seqread probe's kind.
+type sequentialReader struct {
 	src       *ReadSource
 	bytes     int64
 	blockSize int
 	rng       *rand.Rand
-	settler
 }
 
 // NewSeqread reads src.
@@ -25,18 +27,14 @@ func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
 	if err := src.checkBlockSize("seqread", int64(blockSize)); err != nil {
 		return nil, err
 	}
-	return &Seqread{src: src, bytes: bytes, blockSize: blockSize, rng: rand.New(newRNG())}, nil
+	return &Seqread{prober[*sequentialReader]{kind: &sequentialReader{src: src, bytes: bytes, blockSize: blockSize, rng: rand.New(newRNG())}}}, nil
 }
 
-// Round reads the configured number of bytes. The buffer lives for the round only: a
+// run reads the configured number of bytes. The buffer lives for the round only: a
 // 1 MiB block per target would otherwise stay resident between rounds minutes apart.
-func (p *Seqread) Round(ctx context.Context, env *Env) (Result, error) {
-	return p.runRound(ctx, env, p.round)
-}
-
-func (p *Seqread) round(ctx context.Context, env *Env) (Result, error) {
+func (p *sequentialReader) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if !p.src.ready(env.Inflight) {
+	if !p.src.ready(r) {
 		return res, ErrNotPrepared
 	}
 	buf, err := alignedBuffer(p.blockSize)
@@ -47,17 +45,17 @@ func (p *Seqread) round(ctx context.Context, env *Env) (Result, error) {
 	bs := int64(len(buf))
 	off := p.src.randomOffset(p.rng, bs)
 	for res.Bytes < p.bytes {
-		if err := p.budget(ctx, env, len(buf)); err != nil {
+		if err := r.waitBudget(ctx, len(buf)); err != nil {
 			return res, err
 		}
 		if off+bs > p.src.end {
 			off = p.src.firstBlock(bs)
 		}
-		d, err := p.readBlock(env.Inflight, p.src, buf, off)
+		d, err := p.src.readBlock(r, buf, off)
 		if err != nil {
 			return res, err
 		}
-		env.observe(Sample{Phase: PhaseRead, Duration: d})
+		r.observe(Sample{Phase: PhaseRead, Duration: d})
 		off += bs
 		res.Ops++
 		res.Bytes += bs
@@ -66,16 +64,16 @@ func (p *Seqread) round(ctx context.Context, env *Env) (Result, error) {
 	return res, nil
 }
 
-// Close releases nothing of the source, which its owner closes.
-func (p *Seqread) Close() error {
-	p.cpu.closeFDs()
-	return nil
-}
+// closeFiles releases nothing of the source, which its owner closes.
+func (p *sequentialReader) closeFiles() error { return nil }
 
 // Seqwrite writes `bytes` in block_size O_DIRECT writes into its own file, sequentially
 // from a random aligned offset, and ends with one fdatasync inside the timing. It only
 // ever writes the exporter's own file.
-type Seqwrite struct {
+type Seqwrite struct{ prober[*sequentialWriter] }
+
+// sequentialWriter is the seqwrite probe's kind.
+type sequentialWriter struct {
 	dir, path string
 	bytes     int64
 	minFree   int64
@@ -85,7 +83,6 @@ type Seqwrite struct {
 	blockSize int
 	rng       *rand.Rand
 	fill      *rand.ChaCha8
-	settler
 }
 
 // NewSeqwrite prepares the probe directory; the file is created by the first round.
@@ -100,32 +97,31 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 	if fallbackAlign > 0 && int64(blockSize)%fallbackAlign != 0 {
 		return nil, fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d", blockSize, fallbackAlign)
 	}
-	return &Seqwrite{dir: targetDir, path: filepath.Join(dir, "seqwrite.probe"), bytes: bytes, minFree: minFree,
-		fallback: fallbackAlign, fd: -1, blockSize: blockSize, rng: rand.New(newRNG()), fill: newRNG()}, nil
+	return &Seqwrite{prober[*sequentialWriter]{kind: &sequentialWriter{dir: targetDir, path: filepath.Join(dir, "seqwrite.probe"),
+		bytes: bytes, minFree: minFree, fallback: fallbackAlign, fd: -1, blockSize: blockSize, rng: rand.New(newRNG()), fill: newRNG()}}}, nil
 }
 
-// Round writes the configured number of bytes and fdatasyncs.
-func (p *Seqwrite) Round(ctx context.Context, env *Env) (Result, error) {
-	return p.runRound(ctx, env, p.round)
-}
-
-func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
+// run writes the configured number of bytes and fdatasyncs.
+func (p *sequentialWriter) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if p.fd >= 0 && !stillLinked(env.Inflight, p.fd) {
-		_ = p.Close() // the directory was replaced: start a new file in the new one
+	if p.fd >= 0 {
+		_ = r.untimed(func() error {
+			if !stillLinked(p.fd) {
+				_ = p.closeFiles() // the directory was replaced: start a new file in the new one
+			}
+			return nil
+		})
 	}
 	var newFile int64 // the bytes a new file is about to take
 	if p.fd < 0 {
 		newFile = p.bytes
 	}
-	if err := checkFreeFloor(env.Inflight, p.dir, p.minFree, newFile); err != nil {
+	if err := r.untimed(func() error { return checkFreeFloor(p.dir, p.minFree, newFile) }); err != nil {
 		return res, err
 	}
 	if p.fd < 0 {
-		env.Inflight.begin(timeNow()) // creating the file can hang as its writes can
-		err := p.open(env)
-		env.Inflight.end()
-		if err != nil {
+		// Creating the file can hang as its writes can.
+		if err := r.untimed(func() error { return p.open(r.notice) }); err != nil {
 			return res, err
 		}
 	}
@@ -141,15 +137,15 @@ func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 		off = start + p.rng.Int64N(slots+1)*p.align
 	}
 	for res.Bytes < p.bytes {
-		if err := p.budget(ctx, env, len(buf)); err != nil {
+		if err := r.waitBudget(ctx, len(buf)); err != nil {
 			return res, err
 		}
 		if off+bs > end {
 			off = start
 		}
 		p.fill.Read(buf)
-		d, err := p.timed(env.Inflight, timedCall{sys: sysPwrite, fd: p.fd, buf: buf, off: off, path: p.path},
-			func(n, want int) error { return fmt.Errorf("short write at offset %d: %d of %d bytes", off, n, want) })
+		write := [1]ioCall{{sys: sysPwrite, fd: p.fd, buf: buf, off: off}}
+		d, _, err := r.timed(p.path, write[:], nil)
 		if err != nil {
 			return res, err
 		}
@@ -158,23 +154,24 @@ func (p *Seqwrite) round(ctx context.Context, env *Env) (Result, error) {
 		res.Bytes += bs
 		res.IO += d
 	}
-	d, err := p.timed(env.Inflight, timedCall{sys: sysFdatasync, fd: p.fd, path: p.path}, nil)
+	sync := [1]ioCall{{sys: sysFdatasync, fd: p.fd}}
+	d, _, err := r.timed(p.path, sync[:], nil)
 	if err != nil {
-		_ = p.Close() // the file's state is unknown: the next round starts a fresh one (see Fsync.writeAndSync)
+		_ = p.closeFiles() // the file's state is unknown: the next round starts a fresh one (see fsyncWriter.writeAndSync)
 		return res, err
 	}
 	res.IO += d
 	return res, nil
 }
 
-func (p *Seqwrite) open(env *Env) error {
+func (p *sequentialWriter) open(notice func(string)) error {
 	if p.fd >= 0 {
 		return nil
 	}
 	if _, err := EnsureDir(p.dir); err != nil { // it may have been deleted under us
 		return err
 	}
-	fd, err := createDirectFile(env, p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
+	fd, err := createDirectFile(notice, p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
 	if err != nil {
 		return err
 	}
@@ -191,9 +188,8 @@ func (p *Seqwrite) open(env *Env) error {
 	return nil
 }
 
-// Close closes the file.
-func (p *Seqwrite) Close() error {
-	p.cpu.closeFDs()
+// closeFiles closes the file; it stays on disk for the next start to replace.
+func (p *sequentialWriter) closeFiles() error {
 	if p.fd >= 0 {
 		_ = unix.Close(p.fd)
 		p.fd = -1
