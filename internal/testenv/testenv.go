@@ -1,28 +1,23 @@
-// Package testenv sets up the real-kernel surroundings the tests need (loop devices,
-// ext4 mounts, frozen filesystems, blkio throttling) and runs the real exporter binary.
-// Everything it creates is undone in t.Cleanup, also when the test fails.
+// Package testenv sets up the real-kernel surroundings the tests of both modules need
+// (loop devices, ext4 mounts, frozen filesystems, blkio and cpu cgroups, hung FUSE calls)
+// and builds the real exporter binary. What only the tests module runs (the exporter as a
+// daemon, Prometheus, etcd, helm, the pinned tools) is tests/framework. Everything it
+// creates is undone in t.Cleanup, also when the test fails.
 package testenv
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"golang.org/x/sys/unix"
 )
 
@@ -292,36 +287,6 @@ var repoRoot = sync.OnceValues(func() (string, error) {
 	}
 })
 
-// WriteConfig writes a configuration file into a temporary directory.
-func WriteConfig(t testing.TB, yaml string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "diskprobe.yml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// FreePort returns a loopback address with a port nobody listens on.
-func FreePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// Exporter is a running exporter process.
-type Exporter struct {
-	t    testing.TB
-	Cmd  *exec.Cmd
-	Addr string
-	Log  *SyncBuffer
-	done chan struct{}
-}
-
 // SyncBuffer is a bytes.Buffer safe for a process to write while the test reads it.
 type SyncBuffer struct {
 	mu sync.Mutex
@@ -340,88 +305,6 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
-// StartExporter runs the real binary on configFile, listening on a free loopback port,
-// and waits until /-/ready answers. It is killed (by its own pid) in cleanup, and its
-// log is printed when the test failed.
-func StartExporter(t testing.TB, configFile string, args ...string) *Exporter {
-	t.Helper()
-	return StartExporterWith(t, configFile, ExporterOptions{Args: args})
-}
-
-// Pid is the exporter's process id.
-func (e *Exporter) Pid() int { return e.Cmd.Process.Pid }
-
-// Done is closed when the process has exited.
-func (e *Exporter) Done() <-chan struct{} { return e.done }
-
-// Signal sends sig to the exporter.
-func (e *Exporter) Signal(sig syscall.Signal) { e.Cmd.Process.Signal(sig) }
-
-// scrapeClient keeps no connection open between scrapes: an idle keep-alive connection
-// is a goroutine in the exporter, and tests that compare go_goroutines before and during a
-// hang saw one or two of them come and go (13 → 15 with nothing leaked).
-var scrapeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-
-// Scrape fetches and parses /metrics with a timeout, returning the families by name.
-func (e *Exporter) Scrape(timeout time.Duration) (map[string]*dto.MetricFamily, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.Addr+"/metrics", nil)
-	start := time.Now()
-	resp, err := scrapeClient.Do(req)
-	if err != nil {
-		return nil, time.Since(start), err
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	return families, time.Since(start), err
-}
-
-// MustScrape is Scrape that fails the test on error.
-func (e *Exporter) MustScrape() map[string]*dto.MetricFamily {
-	e.t.Helper()
-	f, _, err := e.Scrape(5 * time.Second)
-	if err != nil {
-		e.t.Fatalf("scrape: %v", err)
-	}
-	return f
-}
-
-// Value is the value of the sample of family name whose labels include want (a counter,
-// gauge or untyped value, or a histogram's sample count); ok is false when none matches.
-func Value(families map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-	f, ok := families[name]
-	if !ok {
-		return 0, false
-	}
-next:
-	for _, m := range f.GetMetric() {
-		for k, v := range want {
-			found := false
-			for _, l := range m.GetLabel() {
-				if l.GetName() == k && l.GetValue() == v {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		case m.Untyped != nil:
-			return m.GetUntyped().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
 // WaitFor polls cond until it holds or timeout passes.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -432,21 +315,6 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// WaitMetric scrapes until cond holds on a scrape, and returns that scrape.
-func WaitMetric(t testing.TB, e *Exporter, timeout time.Duration, what string, cond func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
-	t.Helper()
-	var last map[string]*dto.MetricFamily
-	WaitFor(t, timeout, what, func() bool {
-		f, _, err := e.Scrape(5 * time.Second)
-		if err != nil {
-			return false
-		}
-		last = f
-		return cond(f)
-	})
-	return last
 }
 
 // FirstHole is where SEEK_HOLE finds the first hole of the file at path, and its size:

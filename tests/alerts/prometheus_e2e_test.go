@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // shortFor is the `for:` every alert gets in the end-to-end copy of the rules, so that an
@@ -52,7 +53,7 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 	if unix.Statfs(plainDir, &st) == nil && st.Type == unix.TMPFS_MAGIC {
 		plainReads = ""
 	}
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: loop
     path: %s
     fsync:    {interval: 1s, ops: 20, block_size: 2300, file_size: 4MiB}
@@ -66,7 +67,7 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
     %s
     limits:   {timeout: 30s, min_free: 0}
 `, loopDir, plainDir, plainReads))
-	exporter := testenv.StartExporter(t, cfg)
+	exporter := framework.StartExporter(t, cfg)
 	// Each supported Prometheus scrapes the same exporter with the same rules, side by side,
 	// and node_exporter where installed, for the target dashboard's workload panel.
 	// The same exporter is scraped a second time as a group of three peers (peersJob), so
@@ -85,11 +86,11 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 			t.Errorf("dashboardQueriesEmptyByDesign names %q, which no dashboard has", where)
 		}
 	}
-	servers := testenv.PrometheusServers(t)
+	servers := framework.PrometheusServers(t)
 	rules := rulesWithShortFor(t)
-	proms := make([]*testenv.Prometheus, len(servers))
+	proms := make([]*framework.Prometheus, len(servers))
 	for i, srv := range servers {
-		proms[i] = testenv.StartPrometheus(t, testenv.PrometheusOptions{Binary: srv.Bin, Jobs: jobs, Rules: rules,
+		proms[i] = framework.StartPrometheus(t, framework.PrometheusOptions{Binary: srv.Bin, Jobs: jobs, Rules: rules,
 			Instances: map[string][]string{peersJob: {"peer-a", "peer-b", "peer-c"}}})
 	}
 	t.Logf("exporter and %d prometheus servers up after %v", len(proms), time.Since(began).Round(time.Millisecond))
@@ -225,7 +226,7 @@ func startNodeExporter(t *testing.T) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	addr := testenv.FreePort(t)
+	addr := framework.FreePort(t)
 	log := &testenv.SyncBuffer{}
 	cmd := exec.Command(bin, "--web.listen-address="+addr, "--collector.disable-defaults", "--collector.diskstats",
 		"--collector.diskstats.device-exclude=^(ram|fd)[0-9]+$")
@@ -311,7 +312,7 @@ func shortenFor(n *yaml.Node) int {
 // prometheus is a running Prometheus server.
 // unhealthyRules lists the rules that failed their last evaluation or have not been
 // evaluated yet.
-func unhealthyRules(t *testing.T, p *testenv.Prometheus) []string {
+func unhealthyRules(t *testing.T, p *framework.Prometheus) []string {
 	t.Helper()
 	var r struct {
 		Groups []struct {
@@ -344,7 +345,7 @@ func unhealthyRules(t *testing.T, p *testenv.Prometheus) []string {
 }
 
 // alertState is the state (pending, firing, or "" when inactive) of an alert for a target.
-func alertState(t *testing.T, p *testenv.Prometheus, name, target string) string {
+func alertState(t *testing.T, p *framework.Prometheus, name, target string) string {
 	t.Helper()
 	var r struct {
 		Alerts []struct {

@@ -11,13 +11,14 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // The rules and their unit tests run on each Prometheus the project supports: Debian's
-// 2.42 and Prometheus 3 (testenv.PrometheusServers), whose PromQL and rule loading differ.
+// 2.42 and Prometheus 3 (framework.PrometheusServers), whose PromQL and rule loading differ.
 
 func TestRulesPassPromtoolCheck(t *testing.T) {
-	for _, srv := range testenv.PrometheusServers(t) {
+	for _, srv := range framework.PrometheusServers(t) {
 		t.Run(srv.Name, func(t *testing.T) {
 			out, err := exec.Command(srv.Promtool, append([]string{"check", "rules"}, ruleFiles(t)...)...).CombinedOutput()
 			if err != nil {
@@ -33,7 +34,7 @@ func TestRulesPassPromtoolUnitTests(t *testing.T) {
 	if err != nil || len(tests) == 0 {
 		t.Fatalf("no promtool unit test files in alerts/tests/")
 	}
-	for _, srv := range testenv.PrometheusServers(t) {
+	for _, srv := range framework.PrometheusServers(t) {
 		t.Run(srv.Name, func(t *testing.T) {
 			out, err := exec.Command(srv.Promtool, append([]string{"test", "rules"}, tests...)...).CombinedOutput()
 			if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/device"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // etcdPutRate is the load on etcd, in puts a second: a busy Kubernetes control plane's
@@ -37,7 +38,7 @@ func measureEtcd(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, window
 	if err := os.Mkdir(beside, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	etcd := testenv.StartEtcd(t, data, "--quota-backend-bytes=8589934592")
+	etcd := framework.StartEtcd(t, data, "--quota-backend-bytes=8589934592")
 	join := func(pid int) {
 		if cg != nil {
 			cg.Add(pid)
@@ -47,14 +48,14 @@ func measureEtcd(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, window
 	// The exporter's default fsync probe (2300 B write + fdatasync into a fallocated 64 MiB
 	// file), once a second instead of every 15 s, so that its histogram holds thousands of
 	// syncs within the window.
-	cfg := testenv.WriteConfig(t, fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n    fsync: {interval: 1s}\n", data, beside))
-	exp := testenv.StartExporter(t, cfg)
+	cfg := framework.WriteConfig(t, fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n    fsync: {interval: 1s}\n", data, beside))
+	exp := framework.StartExporter(t, cfg)
 	join(exp.Pid())
-	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{
+	prom := framework.StartPrometheus(t, framework.PrometheusOptions{
 		Jobs:  map[string]string{"etcd": strings.TrimPrefix(etcd.ClientURL, "http://"), "diskprobe": exp.Addr},
 		Flags: []string{"--enable-feature=native-histograms"},
 	})
-	classic := testenv.StartPrometheus(t, testenv.PrometheusOptions{Jobs: map[string]string{"diskprobe": exp.Addr}})
+	classic := framework.StartPrometheus(t, framework.PrometheusOptions{Jobs: map[string]string{"diskprobe": exp.Addr}})
 
 	// The load: one client putting 1 KiB values at up to etcdPutRate a second, each a WAL
 	// write and fsync; a slow disk holds it back, as it would a real cluster.
@@ -84,7 +85,7 @@ func measureEtcd(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, window
 	d.Puts = puts.Load()
 
 	rng := fmt.Sprintf("[%ds]", int(window.Seconds()))
-	q := func(p *testenv.Prometheus, expr string) float64 {
+	q := func(p *framework.Prometheus, expr string) float64 {
 		v, err := p.Value(expr)
 		if err != nil {
 			t.Fatalf("%s: %v", expr, err)

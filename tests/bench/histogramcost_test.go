@@ -22,7 +22,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/collector"
 	"github.com/diskprobe/diskprobe_exporter/internal/gzipresponse"
-	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestHistogramScrapeCost decides whether collector.LatencyVec earns its keep: a real
@@ -66,7 +66,7 @@ func TestHistogramScrapeCost(t *testing.T) {
 			for _, s := range sides {
 				s.reset()
 			}
-			prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{
+			prom := framework.StartPrometheus(t, framework.PrometheusOptions{
 				Binary: setting.server.Bin, Jobs: jobs, Flags: setting.flags, JobConfig: setting.job,
 			})
 			time.Sleep(window + 5*time.Second)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // Jobs of the Prometheus that scrapes both exporters.
@@ -45,7 +46,7 @@ func measurePrometheusScrape(t *testing.T, window time.Duration) []*benchkit.Pro
 		job: []string{"convert_classic_histograms_to_nhcb: true", "scrape_protocols: [PrometheusText0.0.4]"}})
 	var out []*benchkit.PromScrape
 	for _, setting := range settings {
-		prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{
+		prom := framework.StartPrometheus(t, framework.PrometheusOptions{
 			Binary:    setting.server.Bin,
 			Jobs:      map[string]string{jobOurs: ours.addr, jobNode: node.addr},
 			Flags:     setting.flags,
@@ -87,7 +88,7 @@ func measurePrometheusScrape(t *testing.T, window time.Duration) []*benchkit.Pro
 // promSetting is one way of running Prometheus against the exporter: which server, its
 // flags, and lines added to each job's scrape config.
 type promSetting struct {
-	server testenv.PrometheusServer
+	server framework.PrometheusServer
 	name   string
 	flags  []string
 	job    []string
@@ -96,9 +97,9 @@ type promSetting struct {
 // promSettings are the settings every scrape comparison runs: Debian's 2.42 and
 // Prometheus 3 (returned too, for a caller's own settings), each with default settings
 // and with native histograms.
-func promSettings(t *testing.T) (settings []promSetting, v3 testenv.PrometheusServer) {
+func promSettings(t *testing.T) (settings []promSetting, v3 framework.PrometheusServer) {
 	t.Helper()
-	servers := testenv.PrometheusServers(t)
+	servers := framework.PrometheusServers(t)
 	debian, v3 := servers[0], servers[1]
 	return []promSetting{
 		{server: debian, name: "default settings"},

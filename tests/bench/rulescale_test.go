@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 	"github.com/diskprobe/diskprobe_exporter/tests/internal/benchkit"
 )
 
@@ -50,7 +51,7 @@ func TestRuleScale(t *testing.T) {
 		t.Skip("set " + ruleScaleEnv + "=1 to run (make bench): needs ~4 GB of memory at 10,000 targets and minutes of CPU")
 	}
 	testenv.RequireRoot(t)
-	promBin := filepath.Join(testenv.ToolDir(t, "prometheus"), "prometheus")
+	promBin := filepath.Join(framework.ToolDir(t, "prometheus"), "prometheus")
 	counts := []int{1000, 10000}
 	if v := os.Getenv("DISKPROBE_BENCH_RULESCALE_TARGETS"); v != "" {
 		counts = nil
@@ -119,11 +120,11 @@ func exporterTargetSeries(t *testing.T) *targetTemplate {
 	_, dir := testenv.LoopExt4(t, 1<<30)
 	// min_free only: the loop filesystem is smaller than the default reserve; the probes and
 	// their series are the defaults.
-	cfg := testenv.WriteConfig(t, fmt.Sprintf("targets:\n  - name: scale\n    path: %s\n    limits: {min_free: 0}\n", dir))
-	e := testenv.StartExporter(t, cfg)
-	fams := testenv.WaitMetric(t, e, 90*time.Second, "a round of every default probe", func(f map[string]*dto.MetricFamily) bool {
+	cfg := framework.WriteConfig(t, fmt.Sprintf("targets:\n  - name: scale\n    path: %s\n    limits: {min_free: 0}\n", dir))
+	e := framework.StartExporter(t, cfg)
+	fams := framework.WaitMetric(t, e, 90*time.Second, "a round of every default probe", func(f map[string]*dto.MetricFamily) bool {
 		for _, name := range []string{"diskprobe_fdatasync_duration_seconds", "diskprobe_read_duration_seconds"} {
-			if c, ok := testenv.Value(f, name, map[string]string{"target": "scale"}); !ok || c == 0 {
+			if c, ok := framework.Value(f, name, map[string]string{"target": "scale"}); !ok || c == 0 {
 				return false
 			}
 		}
@@ -354,7 +355,7 @@ func measureRules(t *testing.T, promBin string, tmpl *targetTemplate, targets in
 		fmt.Fprintf(&sc, "      - targets: [%q]\n        labels: {__metrics_path__: \"/node/%d\", instance: \"node%05d:9934\", cluster: \"c%04d\"}\n",
 			ln.Addr().String(), i, i, i/3)
 	}
-	p := testenv.StartPrometheus(t, testenv.PrometheusOptions{
+	p := framework.StartPrometheus(t, framework.PrometheusOptions{
 		Binary:        promBin,
 		Rules:         []string{testenv.RepoPath("alerts", "diskprobe.rules.yml")},
 		Interval:      scrape,
@@ -394,7 +395,7 @@ func measureRules(t *testing.T, promBin string, tmpl *targetTemplate, targets in
 	return run
 }
 
-func promSelfMetrics(t *testing.T, p *testenv.Prometheus) map[string]*dto.MetricFamily {
+func promSelfMetrics(t *testing.T, p *framework.Prometheus) map[string]*dto.MetricFamily {
 	resp, err := http.Get("http://" + p.Addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/device"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/probe"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // daemon is a long-running process of the scale phase, killed by its pid in cleanup.
@@ -38,7 +39,7 @@ type daemon struct {
 
 func startDaemon(t *testing.T, readyPath string, bin string, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{addr: testenv.FreePort(t), log: &testenv.SyncBuffer{}, done: make(chan struct{})}
+	d := &daemon{addr: framework.FreePort(t), log: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(bin, append(args, "--web.listen-address="+d.addr)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
@@ -216,7 +217,7 @@ func measureScale(t *testing.T, window time.Duration) *benchkit.Scale {
 	}
 	src.Close()
 	s.ConfigDefault = "targets:\n  - name: data\n    path: " + dataA + "   # no probe keys: the defaults of a directory\n"
-	cfgA := testenv.WriteConfig(t, s.ConfigDefault)
+	cfgA := framework.WriteConfig(t, s.ConfigDefault)
 	s.Device = fmt.Sprintf("%s (3 GiB sparse image, ext4)", devA)
 
 	var cfgB string
@@ -333,5 +334,5 @@ func config64(t *testing.T) (shown, path string) {
 			shown = "targets:\n" + entry + "  # … t01 to t63 alike, each in its own directory\n"
 		}
 	}
-	return shown, testenv.WriteConfig(t, cfg.String())
+	return shown, framework.WriteConfig(t, cfg.String())
 }

@@ -19,17 +19,19 @@ import (
 	"go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // chartDir is the chart, in the daemon's module.
 var chartDir = testenv.RepoPath("charts", "diskprobe-exporter")
 
 // Helm is the helm the chart tests run (internal/testenv builds it once per machine).
-func Helm(t testing.TB) string { return testenv.Helm(t) }
+func Helm(t testing.TB) string { return framework.Helm(t) }
 
 // valueSets are the configurations the chart is tested with: values files passed to helm
 // with -f, and extra --set flags.
@@ -113,6 +115,9 @@ func decode(t *testing.T, out string) *rendered {
 		case "PrometheusRule":
 			r.rule = &monitoringv1.PrometheusRule{}
 			obj = r.rule
+		case "NetworkPolicy":
+			r.networkPolicy = &networkingv1.NetworkPolicy{}
+			obj = r.networkPolicy
 		default:
 			t.Fatalf("the chart renders a %s, which the test does not know", meta.Kind)
 		}
@@ -133,6 +138,7 @@ type rendered struct {
 	serviceMonitor *monitoringv1.ServiceMonitor
 	podMonitor     *monitoringv1.PodMonitor
 	rule           *monitoringv1.PrometheusRule
+	networkPolicy  *networkingv1.NetworkPolicy
 }
 
 func helm(t *testing.T, args ...string) string {
@@ -244,28 +250,36 @@ func leastPrivilege(t *testing.T, r *rendered) {
 func TestEtcdPresetRunsOnControlPlanesAndWritesNothingInEtcdsDirectory(t *testing.T) {
 	r := render(t, "probe", []string{chartDir + "/values-etcd.yaml"}, nil)
 	spec := r.daemonSet.Spec.Template.Spec
-	for _, taint := range []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"} {
+	// Every NoSchedule and NoExecute taint of the selected nodes: kubeadm's, RKE2's
+	// etcd:NoExecute, and any a distribution or a team adds.
+	for _, taint := range []corev1.Taint{
+		{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "node-role.kubernetes.io/master", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "node-role.kubernetes.io/etcd", Value: "true", Effect: corev1.TaintEffectNoExecute},
+		{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoExecute},
+		{Key: "example.com/dedicated", Value: "etcd", Effect: corev1.TaintEffectNoSchedule},
+	} {
 		tolerated := false
 		for _, tol := range spec.Tolerations {
-			if tol.Key == taint && tol.Operator == corev1.TolerationOpExists && tol.Effect == corev1.TaintEffectNoSchedule {
-				tolerated = true
-			}
+			tolerated = tolerated || tol.ToleratesTaint(&taint)
 		}
 		if !tolerated {
-			t.Errorf("no toleration for the %s:NoSchedule taint", taint)
+			t.Errorf("the etcd preset does not tolerate the taint %s=%s:%s", taint.Key, taint.Value, taint.Effect)
 		}
+	}
+	for _, label := range []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/etcd"} {
 		selected := false
 		if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 			for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 				for _, e := range term.MatchExpressions {
-					if e.Key == taint && e.Operator == corev1.NodeSelectorOpExists {
+					if e.Key == label && e.Operator == corev1.NodeSelectorOpExists {
 						selected = true
 					}
 				}
 			}
 		}
 		if !selected {
-			t.Errorf("no node affinity term selecting %s nodes", taint)
+			t.Errorf("no node affinity term selecting %s nodes", label)
 		}
 	}
 

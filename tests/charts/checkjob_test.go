@@ -16,53 +16,90 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
-// TestCheckJobExampleDecodesAndItsArgumentsParse decodes examples/kubernetes/check-job.yaml
-// strictly into a batch/v1 Job and runs its arguments through the real binary's parser
-// (with --help appended, so that nothing is measured): a misspelt flag fails here, not in
-// a user's cluster.
-func TestCheckJobExampleDecodesAndItsArgumentsParse(t *testing.T) {
-	data, err := os.ReadFile(testenv.RepoPath("examples", "kubernetes", "check-job.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var job batchv1.Job
-	if err := sigsyaml.UnmarshalStrict(data, &job); err != nil {
-		t.Fatalf("check-job.yaml does not decode strictly into a batch/v1 Job: %v", err)
-	}
-	if job.Spec.BackoffLimit == nil || *job.Spec.BackoffLimit != 0 {
-		t.Error("a check must run once: backoffLimit 0")
-	}
-	c := job.Spec.Template.Spec.Containers[0]
-	sc := c.SecurityContext
-	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 {
-		t.Errorf("the Job must keep the chart's least privilege: %+v", sc)
-	}
-	for _, m := range c.VolumeMounts {
-		if m.MountPath == "/var/lib/etcd" && !m.ReadOnly {
-			t.Error("/var/lib/etcd must be mounted read-only")
-		}
-	}
-	args := append(append([]string{}, c.Args...), "--help")
-	out, err := exec.Command(testenv.Binary(t), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("diskprobe_exporter %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	if !strings.Contains(string(out), "usage: diskprobe_exporter check") {
-		t.Errorf("the Job's arguments do not reach the check command:\n%s", out)
+// TestNodeJobExamplesRunOncePerControlPlaneNode decodes examples/kubernetes/check-job.yaml and
+// cleanup-job.yaml strictly into batch/v1 Jobs: each is one command for every control-plane
+// node (an Indexed Job whose pods repel each other by node name, on the nodes the etcd preset
+// selects, tolerating what it tolerates), keeps the chart's least privilege, runs the image
+// the chart runs by default, and its arguments pass the real binary's parser (with --help
+// appended, so that nothing is measured or removed): a misspelt flag fails here, not in a
+// user's cluster.
+func TestNodeJobExamplesRunOncePerControlPlaneNode(t *testing.T) {
+	preset := render(t, "probe", []string{chartDir + "/values-etcd.yaml"}, nil).daemonSet.Spec.Template.Spec
+	image := render(t, "probe", nil, nil).daemonSet.Spec.Template.Spec.Containers[0].Image
+	for _, c := range []struct{ file, command string }{{"check-job.yaml", "check"}, {"cleanup-job.yaml", "cleanup"}} {
+		t.Run(c.file, func(t *testing.T) {
+			data, err := os.ReadFile(testenv.RepoPath("examples", "kubernetes", c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var job batchv1.Job
+			if err := sigsyaml.UnmarshalStrict(data, &job); err != nil {
+				t.Fatalf("%s does not decode strictly into a batch/v1 Job: %v", c.file, err)
+			}
+			s := job.Spec
+			if s.CompletionMode == nil || *s.CompletionMode != batchv1.IndexedCompletion || s.Completions == nil || s.Parallelism == nil || *s.Completions != *s.Parallelism {
+				t.Errorf("want an Indexed Job with as many pods at once as completions (one per node)")
+			}
+			if s.BackoffLimitPerIndex == nil || s.BackoffLimit != nil {
+				t.Error("one node's failure must not end the other nodes' pods: backoffLimitPerIndex, not backoffLimit")
+			}
+			pod := s.Template.Spec
+			anti := pod.Affinity.PodAntiAffinity
+			if anti == nil || len(anti.RequiredDuringSchedulingIgnoredDuringExecution) != 1 || anti.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != "kubernetes.io/hostname" {
+				t.Fatalf("the pods do not repel each other by node name: %+v", anti)
+			}
+			sel := anti.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector.MatchLabels
+			for k, v := range sel {
+				if s.Template.Labels[k] != v {
+					t.Errorf("the anti-affinity selects %v, not the Job's own pods %v", sel, s.Template.Labels)
+				}
+			}
+			got, _ := json.Marshal(pod.Affinity.NodeAffinity)
+			want, _ := json.Marshal(preset.Affinity.NodeAffinity)
+			if string(got) != string(want) {
+				t.Errorf("node affinity %s, want the etcd preset's %s", got, want)
+			}
+			got, _ = json.Marshal(pod.Tolerations)
+			want, _ = json.Marshal(preset.Tolerations)
+			if string(got) != string(want) {
+				t.Errorf("tolerations %s, want the etcd preset's %s", got, want)
+			}
+			ctr := pod.Containers[0]
+			if ctr.Image != image {
+				t.Errorf("runs %s; the chart's default image is %s", ctr.Image, image)
+			}
+			sc := ctr.SecurityContext
+			if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || len(sc.Capabilities.Add) != 0 {
+				t.Errorf("the Job must keep the chart's least privilege (root, no capabilities, read-only root): %+v", sc)
+			}
+			for _, m := range ctr.VolumeMounts {
+				if m.MountPath == "/var/lib/etcd" && !m.ReadOnly {
+					t.Error("/var/lib/etcd must be mounted read-only")
+				}
+			}
+			args := append(append([]string{}, ctr.Args...), "--help")
+			out, err := exec.Command(testenv.Binary(t), args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("diskprobe_exporter %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			if !strings.Contains(string(out), "usage: diskprobe_exporter "+c.command) {
+				t.Errorf("the Job's arguments do not reach the %s command:\n%s", c.command, out)
+			}
+		})
 	}
 }
 
 // jobStatuses are a check Job's status as the Kubernetes 1.34 Job controller writes it
 // (pkg/controller/job: conditions appended, the interim one first): still running, passed
-// (exit 0) and failed (exit 1, backoffLimit 0).
+// (exit 0 on every node) and failed (exit 1 on a node, backoffLimitPerIndex 0).
 var jobStatuses = map[string]string{
-	"running": `{"active": 1, "ready": 1}`,
-	"PASS": `{"succeeded": 1, "ready": 0, "completionTime": "2026-11-24T08:00:00Z", "conditions": [
+	"running": `{"active": 2, "ready": 2, "succeeded": 1, "completedIndexes": "0"}`,
+	"PASS": `{"succeeded": 3, "ready": 0, "completedIndexes": "0-2", "completionTime": "2026-11-24T08:00:00Z", "conditions": [
 		{"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached"},
 		{"type": "Complete", "status": "True", "reason": "CompletionsReached"}]}`,
-	"FAIL": `{"failed": 1, "ready": 0, "conditions": [
-		{"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded"},
-		{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}`,
+	"FAIL": `{"succeeded": 2, "failed": 1, "ready": 0, "completedIndexes": "0,2", "failedIndexes": "1", "conditions": [
+		{"type": "FailureTarget", "status": "True", "reason": "FailedIndexes"},
+		{"type": "Failed", "status": "True", "reason": "FailedIndexes"}]}`,
 }
 
 // TestCheckJobDocumentedWaitEndsOnFailToo evaluates the `kubectl wait --for=…` of

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestImageRunsWithTheDaemonSetsOwnSettings builds the image with `make image`, loads it
@@ -49,7 +50,7 @@ func TestImageRunsWithTheDaemonSetsOwnSettings(t *testing.T) {
 	// mount point, which the container sees through a hostPath (a bind mount) of it.
 	_, etcdDisk := testenv.LoopExt4(t, 64<<20)
 	devSum := sha256File(t, dev)
-	addr := testenv.FreePort(t)
+	addr := framework.FreePort(t)
 	_, port, _ := net.SplitHostPort(addr)
 	values := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(values, []byte(fmt.Sprintf(`image: {repository: localhost/diskprobe-exporter-test, tag: %q}
@@ -85,25 +86,25 @@ config:
 		exec.Command("podman", "rm", "-f", "-t", "5", name).Run()
 	})
 
-	e := &testenv.Exporter{Addr: addr}
+	e := &framework.Exporter{Addr: addr}
 	testenv.WaitFor(t, 60*time.Second, "samples from every target", func() bool {
 		f, _, err := e.Scrape(5 * time.Second)
 		if err != nil {
 			return false
 		}
-		s, _ := testenv.Value(f, "diskprobe_fdatasync_duration_seconds", map[string]string{"target": "dir"})
-		rd, _ := testenv.Value(f, "diskprobe_read_duration_seconds", map[string]string{"target": "loop"})
-		es, _ := testenv.Value(f, "diskprobe_fdatasync_duration_seconds", map[string]string{"target": "etcd"})
+		s, _ := framework.Value(f, "diskprobe_fdatasync_duration_seconds", map[string]string{"target": "dir"})
+		rd, _ := framework.Value(f, "diskprobe_read_duration_seconds", map[string]string{"target": "loop"})
+		es, _ := framework.Value(f, "diskprobe_fdatasync_duration_seconds", map[string]string{"target": "etcd"})
 		return s >= 5 && rd >= 5 && es >= 5
 	})
 	f, _, err := e.Scrape(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := testenv.Value(f, "diskprobe_target_info", map[string]string{"target": "loop", "device": filepath.Base(dev)}); !ok {
+	if _, ok := framework.Value(f, "diskprobe_target_info", map[string]string{"target": "loop", "device": filepath.Base(dev)}); !ok {
 		t.Errorf("diskprobe_target_info of the loop device does not name %s", filepath.Base(dev))
 	}
-	if _, ok := testenv.Value(f, "diskprobe_target_info", map[string]string{"target": "dir", "kind": "directory"}); !ok {
+	if _, ok := framework.Value(f, "diskprobe_target_info", map[string]string{"target": "dir", "kind": "directory"}); !ok {
 		t.Errorf("no diskprobe_target_info for the directory target")
 	}
 

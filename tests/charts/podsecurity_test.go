@@ -41,7 +41,7 @@ func TestPodSecurityLevelTheReadmeNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "kubectl label namespace monitoring pod-security.kubernetes.io/enforce=privileged"; !strings.Contains(string(doc), want) {
+	if want := "kubectl label namespace diskprobe pod-security.kubernetes.io/enforce=privileged"; !strings.Contains(string(doc), want) {
 		t.Errorf("docs/kubernetes.md does not say %q", want)
 	}
 }

@@ -22,6 +22,10 @@ func TestValuesTypoFailsInstallNamingTheKey(t *testing.T) {
 		{"serviceAccount.craete=false", "craete"},
 		{"webConfig.secret=x", "secret"},
 		{"tolerration[0].key=x", "tolerration"},
+		{"networkPolicy.enabeld=true", "enabeld"},
+		{"rulesConfigMap.namspace=x", "namspace"},
+		{"monitoringLabel.release=x", "monitoringLabel"},
+		{"podMonitor.tlsconfig.x=y", "tlsconfig"},
 	} {
 		t.Run(c.key, func(t *testing.T) {
 			_, stderr, err := helmRun(t, templateArgs("probe", chartDir, nil, []string{c.set})...)

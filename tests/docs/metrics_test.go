@@ -11,7 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/diskprobe/diskprobe_exporter/collector"
-	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // documentedMetric is a row of docs/metrics.md's table.
@@ -50,7 +50,7 @@ func TestMetricsReferenceIsWhatTheExporterExposes(t *testing.T) {
 		registered[n] = true
 	}
 
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: docs
     path: %s
     fsync:    {interval: 1s, ops: 2, file_size: 1MiB}
@@ -59,14 +59,14 @@ func TestMetricsReferenceIsWhatTheExporterExposes(t *testing.T) {
     seqwrite: {interval: 1s, bytes: 1MiB}
     limits:   {min_free: 1MiB}
 `, t.TempDir()))
-	e := testenv.StartExporter(t, cfg)
-	families := testenv.WaitMetric(t, e, 30*time.Second, "a sample of every probe", func(f map[string]*dto.MetricFamily) bool {
+	e := framework.StartExporter(t, cfg)
+	families := framework.WaitMetric(t, e, 30*time.Second, "a sample of every probe", func(f map[string]*dto.MetricFamily) bool {
 		for _, name := range []string{"diskprobe_fdatasync_duration_seconds", "diskprobe_read_duration_seconds", "diskprobe_sequential_bytes_total"} {
 			if _, ok := f[name]; !ok {
 				return false
 			}
 		}
-		v, _ := testenv.Value(f, "diskprobe_sequential_bytes_total", map[string]string{"direction": "write"})
+		v, _ := framework.Value(f, "diskprobe_sequential_bytes_total", map[string]string{"direction": "write"})
 		return v > 0
 	})
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // fsyncShare is what a rule reads between two scrapes: the share of the fsync probe's
@@ -28,7 +29,7 @@ func fsyncShare(t *testing.T, from, to families, target string) (share float64, 
 
 // oneFsyncTarget is one fsync-only target on dir, a round of ops every second.
 func oneFsyncTarget(t *testing.T, dir string, ops int) string {
-	return testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	return framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: disk
     path: %s
     fsync: {interval: 1s, ops: %d, block_size: 2300, file_size: 4MiB}
@@ -37,10 +38,10 @@ func oneFsyncTarget(t *testing.T, dir string, ops int) string {
 }
 
 // waitRounds waits for n more fsync rounds of the target and returns the scrape after them.
-func waitRounds(t *testing.T, e *testenv.Exporter, from families, n float64) families {
+func waitRounds(t *testing.T, e *framework.Exporter, from families, n float64) families {
 	t.Helper()
 	r0 := runs(from, "disk", "fsync")
-	return testenv.WaitMetric(t, e, 90*time.Second, fmt.Sprintf("%.0f fsync rounds", n), func(f families) bool {
+	return framework.WaitMetric(t, e, 90*time.Second, fmt.Sprintf("%.0f fsync rounds", n), func(f families) bool {
 		return runs(f, "disk", "fsync") >= r0+n
 	})
 }
@@ -52,9 +53,9 @@ func waitRounds(t *testing.T, e *testenv.Exporter, from families, n float64) fam
 func TestStarvedCPUsShowAsCPUWaitNotAsTheDisk(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, dir := testenv.RAMLoopExt4(t, 64<<20)
-	e := testenv.StartExporter(t, oneFsyncTarget(t, dir, 20))
-	first := testenv.WaitMetric(t, e, 30*time.Second, "the CPU wait of the first fsync round", func(f families) bool {
-		_, ok := testenv.Value(f, "diskprobe_probe_cpu_wait_seconds_total", map[string]string{"target": "disk", "probe": "fsync"})
+	e := framework.StartExporter(t, oneFsyncTarget(t, dir, 20))
+	first := framework.WaitMetric(t, e, 30*time.Second, "the CPU wait of the first fsync round", func(f families) bool {
+		_, ok := framework.Value(f, "diskprobe_probe_cpu_wait_seconds_total", map[string]string{"target": "disk", "probe": "fsync"})
 		return ok && runs(f, "disk", "fsync") >= 1
 	})
 	quiet := waitRounds(t, e, first, 3)
@@ -104,7 +105,7 @@ func TestThrottledDiskShowsAsLatencyNotCPUWait(t *testing.T) {
 	testenv.RequireRoot(t)
 	dev, dir := testenv.RAMLoopExt4(t, 64<<20)
 	cg := testenv.ThrottleWrites(t, dev, 20)
-	e := testenv.StartExporter(t, oneFsyncTarget(t, dir, 5))
+	e := framework.StartExporter(t, oneFsyncTarget(t, dir, 5))
 	cg.Add(e.Pid())
 	from := waitRounds(t, e, e.MustScrape(), 1) // the rounds from here on are throttled
 	to := waitRounds(t, e, from, 3)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestFailedFdatasyncIsObservedAndStartsAFreshFile makes one fdatasync of the fsync probe
@@ -22,14 +23,14 @@ import (
 func TestFailedFdatasyncIsObservedAndStartsAFreshFile(t *testing.T) {
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{Fallocate: true})
 	// One operation a round: every round, failed or not, then observes one fdatasync.
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: eio
     path: %s
     fsync: {interval: 1s, ops: 1, block_size: 4KiB, file_size: 1MiB}
     limits: {timeout: 10s, min_free: 0}
 `, h.Dir))
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 20*time.Second, "two fsync rounds", func(f families) bool { return runs(f, "eio", "fsync") >= 2 })
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 20*time.Second, "two fsync rounds", func(f families) bool { return runs(f, "eio", "fsync") >= 2 })
 
 	// Hold the file open, so that its inode cannot be given to the next file.
 	old, err := os.Open(filepath.Join(h.Backing, ".diskprobe", "fsync.probe"))
@@ -41,9 +42,9 @@ func TestFailedFdatasyncIsObservedAndStartsAFreshFile(t *testing.T) {
 	must(t, unix.Fstat(int(old.Fd()), &before))
 
 	h.Fail(unix.EIO, 1, testenv.OpFsync)
-	testenv.WaitMetric(t, e, 20*time.Second, "the failed fdatasync counted as an error", func(f families) bool { return errs(f, "eio", "fsync") >= 1 })
+	framework.WaitMetric(t, e, 20*time.Second, "the failed fdatasync counted as an error", func(f families) bool { return errs(f, "eio", "fsync") >= 1 })
 	failed := time.Now()
-	f := testenv.WaitMetric(t, e, 20*time.Second, "a round after the failure, and one fdatasync observed for every round, the failed one too",
+	f := framework.WaitMetric(t, e, 20*time.Second, "a round after the failure, and one fdatasync observed for every round, the failed one too",
 		func(f families) bool {
 			return lastSuccess(f, "eio", "fsync") > float64(failed.UnixNano())/1e9 &&
 				histogramOf(f, "diskprobe_fdatasync_duration_seconds", "eio").count == uint64(runs(f, "eio", "fsync"))
@@ -73,7 +74,7 @@ func TestFailedFdatasyncIsObservedAndStartsAFreshFile(t *testing.T) {
 // thread, to the calls of every probe: each must be retried, with no error counted.
 func TestInterruptedCallsAreNotProbeErrors(t *testing.T) {
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{Fallocate: true})
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: eintr
     path: %s
     fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 1MiB}
@@ -83,8 +84,8 @@ func TestInterruptedCallsAreNotProbeErrors(t *testing.T) {
     limits: {timeout: 10s, min_free: 1MiB}
 `, h.Dir))
 	probes := []string{"fsync", "randread", "seqread", "seqwrite"}
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 30*time.Second, "a round of every probe", func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 30*time.Second, "a round of every probe", func(f families) bool {
 		for _, p := range probes {
 			if lastSuccess(f, "eintr", p) == 0 {
 				return false
@@ -104,7 +105,7 @@ func TestInterruptedCallsAreNotProbeErrors(t *testing.T) {
 		return true
 	})
 	answered := time.Now()
-	f := testenv.WaitMetric(t, e, 20*time.Second, "a round of every probe after the EINTRs", func(f families) bool {
+	f := framework.WaitMetric(t, e, 20*time.Second, "a round of every probe after the EINTRs", func(f families) bool {
 		for _, p := range probes {
 			if lastSuccess(f, "eintr", p) < float64(answered.UnixNano())/1e9 {
 				return false

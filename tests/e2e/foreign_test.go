@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 const nobodyUID = 65534
@@ -60,8 +61,8 @@ func TestForeignFilesAreNeverTouched(t *testing.T) {
     limits: {timeout: 10s, min_free: 0}
 `, name, d[name])
 	}
-	e := testenv.StartExporter(t, testenv.WriteConfig(t, cfg))
-	f := testenv.WaitMetric(t, e, 20*time.Second, "rounds on every target", func(f families) bool {
+	e := framework.StartExporter(t, framework.WriteConfig(t, cfg))
+	f := framework.WaitMetric(t, e, 20*time.Second, "rounds on every target", func(f families) bool {
 		if runs(f, "ours", "fsync") < 2 || runs(f, "ours", "randread") < 2 {
 			return false
 		}
@@ -107,7 +108,7 @@ func TestForeignFilesAreNeverTouched(t *testing.T) {
 	// Moved away by the operator: the probe recovers by itself.
 	must(t, os.Rename(foreignFile, filepath.Join(d["victims"], "moved-away")))
 	moved := time.Now()
-	testenv.WaitMetric(t, e, 15*time.Second, "an fsync round once the foreign file is gone", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "an fsync round once the foreign file is gone", func(f families) bool {
 		return lastSuccess(f, "foreign", "fsync") > float64(moved.UnixNano())/1e9
 	})
 	if len(logLines(e, "probe recovered", "target=foreign", "probe=fsync")) != 1 {

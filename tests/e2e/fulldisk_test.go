@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestFullDiskStopsWritesBeforeENOSPC fills a small loop filesystem under a running fsync
@@ -25,7 +26,7 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, dir := testenv.LoopExt4(t, 64<<20)
 	const floor = 8 << 20
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: full
     path: %s
     fsync: {interval: 1s, ops: 3, block_size: 4KiB, file_size: 1MiB}
@@ -33,8 +34,8 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
 `, dir))
 	readsDir := filepath.Join(dir, "reads")
 	must(t, os.Mkdir(readsDir, 0o755))
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 15*time.Second, "two fsync rounds", func(f families) bool { return runs(f, "full", "fsync") >= 2 })
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 15*time.Second, "two fsync rounds", func(f families) bool { return runs(f, "full", "fsync") >= 2 })
 
 	// Leave 4 MiB: under the 8 MiB floor, far from ENOSPC.
 	filler := filepath.Join(dir, "filler")
@@ -42,7 +43,7 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
 	leftBefore := freeBytes(t, dir)
 	t.Logf("filled: %d MiB free, floor %d MiB", leftBefore>>20, floor>>20)
 	start := e.MustScrape()
-	low := testenv.WaitMetric(t, e, 15*time.Second, "rounds skipped for low free space", func(f families) bool {
+	low := framework.WaitMetric(t, e, 15*time.Second, "rounds skipped for low free space", func(f families) bool {
 		return skipped(f, "full", "fsync", "low_free_space") >= skipped(start, "full", "fsync", "low_free_space")+3
 	})
 	ioOps := func(f families) float64 {
@@ -78,7 +79,7 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
     limits: {timeout: 10s, min_free: 1MiB}
 `, dir, readsDir))
 	e.Signal(syscall.SIGHUP)
-	enospc := testenv.WaitMetric(t, e, 15*time.Second, "ENOSPC counted as an error", func(f families) bool {
+	enospc := framework.WaitMetric(t, e, 15*time.Second, "ENOSPC counted as an error", func(f families) bool {
 		return errs(f, "full", "fsync") >= 3 && skipped(f, "reads", "randread", "low_free_space") >= 3
 	})
 	if n := errs(enospc, "reads", "randread"); n != 0 {
@@ -98,7 +99,7 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
 	// Not a byte left.
 	fill(t, filler+"2", -1)
 	zero := e.MustScrape()
-	testenv.WaitMetric(t, e, 15*time.Second, "errors on a completely full disk", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "errors on a completely full disk", func(f families) bool {
 		return errs(f, "full", "fsync") >= errs(zero, "full", "fsync")+3
 	})
 	checkNoHalfWrittenFiles(t, dir)
@@ -108,7 +109,7 @@ func TestFullDiskStopsWritesBeforeENOSPC(t *testing.T) {
 	os.Remove(filler)
 	os.Remove(filler + "2")
 	freed := time.Now()
-	testenv.WaitMetric(t, e, 15*time.Second, "an fsync round after space was freed", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "an fsync round after space was freed", func(f families) bool {
 		return lastSuccess(f, "full", "fsync") > float64(freed.UnixNano())/1e9
 	})
 	if len(logLines(e, "probe recovered", "target=full")) == 0 {

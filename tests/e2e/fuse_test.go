@@ -15,6 +15,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestFilesystemWithoutFallocateStillProbes runs every probe on a FUSE filesystem that,
@@ -24,7 +25,7 @@ import (
 // and produce samples.
 func TestFilesystemWithoutFallocateStillProbes(t *testing.T) {
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: fuse
     path: %s
     fsync: {interval: 1s, ops: 5, block_size: 4KiB, file_size: 64KiB}
@@ -33,8 +34,8 @@ func TestFilesystemWithoutFallocateStillProbes(t *testing.T) {
     seqwrite: {interval: 1s, bytes: 1MiB, block_size: 256KiB}
     limits: {timeout: 10s, min_free: 0}
 `, h.Dir))
-	e := testenv.StartExporter(t, cfg)
-	f := testenv.WaitMetric(t, e, 30*time.Second, "samples from every probe", func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	f := framework.WaitMetric(t, e, 30*time.Second, "samples from every probe", func(f families) bool {
 		for _, p := range []string{"fsync", "randread", "seqread", "seqwrite"} {
 			if lastSuccess(f, "fuse", p) == 0 {
 				return false
@@ -93,15 +94,15 @@ func stuckExprTrue(f families, target, probe string, timeout time.Duration) bool
 
 // startOnHangFS starts the exporter with targets on h. Its cleanup releases h first: an
 // exporter thread held there would keep the process from being reaped.
-func startOnHangFS(t *testing.T, h *testenv.HangFS, cfg string, opts testenv.ExporterOptions) *testenv.Exporter {
+func startOnHangFS(t *testing.T, h *testenv.HangFS, cfg string, opts framework.ExporterOptions) *framework.Exporter {
 	t.Helper()
-	e := testenv.StartExporterWith(t, cfg, opts)
+	e := framework.StartExporterWith(t, cfg, opts)
 	t.Cleanup(h.Release)
 	return e
 }
 
 // getBody is the body of GET path on the exporter, which must answer 200.
-func getBody(t *testing.T, e *testenv.Exporter, path string) string {
+func getBody(t *testing.T, e *framework.Exporter, path string) string {
 	t.Helper()
 	resp, err := oneShot.Get("http://" + e.Addr + path)
 	if err != nil {
@@ -116,7 +117,7 @@ func getBody(t *testing.T, e *testenv.Exporter, path string) string {
 }
 
 // getStatus is the status code of GET path on the exporter.
-func getStatus(t *testing.T, e *testenv.Exporter, path string) int {
+func getStatus(t *testing.T, e *framework.Exporter, path string) int {
 	t.Helper()
 	resp, err := oneShot.Get("http://" + e.Addr + path)
 	if err != nil {
@@ -143,7 +144,7 @@ func metricsAnswer(addr string) bool {
 // starts as it goes: go_goroutines, read during a scrape, went 15 -> 21 where 20 was all
 // there was, and a profile taken while the test's watcher scraped counted 9 to 15 for the
 // same exporter. A leak stays; the least of a few samples leaves out what comes and goes.
-func goroutineCount(t *testing.T, e *testenv.Exporter) int {
+func goroutineCount(t *testing.T, e *framework.Exporter) int {
 	t.Helper()
 	least := -1
 	for i := range 5 {
@@ -163,7 +164,7 @@ func goroutineCount(t *testing.T, e *testenv.Exporter) int {
 }
 
 // withPprof are the exporter options of a test that counts goroutines.
-var withPprof = testenv.ExporterOptions{Args: []string{"--web.enable-pprof"}}
+var withPprof = framework.ExporterOptions{Args: []string{"--web.enable-pprof"}}
 
 // worstScrape is the slowest scrape in obs; it fails the test when one failed or took
 // over 1s (/metrics must answer whatever hangs).
@@ -197,7 +198,7 @@ func fsyncTarget(name, path string, ops int) string {
 func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
 	steady := t.TempDir()
-	cfg := testenv.WriteConfig(t, "targets:\n"+fsyncTarget("hung", h.Dir, 2)+fsyncTarget("steady", steady, 2))
+	cfg := framework.WriteConfig(t, "targets:\n"+fsyncTarget("hung", h.Dir, 2)+fsyncTarget("steady", steady, 2))
 	testenv.Binary(t)
 	h.Hang()
 	start := time.Now()
@@ -216,7 +217,7 @@ func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 		t.Errorf("/-/healthy %d; want 200", code)
 	}
 	w := watch(e, 200*time.Millisecond, 5*time.Second)
-	f := testenv.WaitMetric(t, e, 15*time.Second, "the hung target's in-flight age and a stuck error", func(f families) bool {
+	f := framework.WaitMetric(t, e, 15*time.Second, "the hung target's in-flight age and a stuck error", func(f families) bool {
 		return inflight(f, "hung", "fsync") > 0 && errs(f, "hung", "fsync") >= 1
 	})
 	a1 := inflight(f, "hung", "fsync")
@@ -244,7 +245,7 @@ func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 	gLate, lateDump := goroutineCount(t, e), getBody(t, e, "/debug/pprof/goroutine?debug=1")
 	releasedAt := time.Now()
 	h.Release()
-	testenv.WaitMetric(t, e, 15*time.Second, "the hung target's first round after the release", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "the hung target's first round after the release", func(f families) bool {
 		return lastSuccess(f, "hung", "fsync") > float64(releasedAt.UnixNano())/1e9 && inflight(f, "hung", "fsync") == 0
 	})
 	t.Logf("recovered %s after the release", fmtDur(time.Since(releasedAt)))
@@ -266,10 +267,10 @@ func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 // TestSIGTERMExitsWhileAPathHangsAtStart: the stat of a hung path is abandoned, not waited for.
 func TestSIGTERMExitsWhileAPathHangsAtStart(t *testing.T) {
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
-	cfg := testenv.WriteConfig(t, "targets:\n"+fsyncTarget("hung", h.Dir, 2))
+	cfg := framework.WriteConfig(t, "targets:\n"+fsyncTarget("hung", h.Dir, 2))
 	h.Hang()
-	e := startOnHangFS(t, h, cfg, testenv.ExporterOptions{Ready: metricsAnswer})
-	testenv.WaitMetric(t, e, 10*time.Second, "the hung target's in-flight age", func(f families) bool { return inflight(f, "hung", "fsync") > 0 })
+	e := startOnHangFS(t, h, cfg, framework.ExporterOptions{Ready: metricsAnswer})
+	framework.WaitMetric(t, e, 10*time.Second, "the hung target's in-flight age", func(f families) bool { return inflight(f, "hung", "fsync") > 0 })
 	if exited, _ := exitAfterSIGTERM(t, e); exited > 5*time.Second {
 		t.Errorf("exited %s after SIGTERM with a path hung since the start; want within 5s", exited)
 	}
@@ -347,21 +348,21 @@ func TestEveryHungCallIsReportedStuck(t *testing.T) {
 
 func hangOneCall(t *testing.T, c hungCall) {
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
-	cfg := testenv.WriteConfig(t, fmt.Sprintf("targets:\n  - name: fuse\n    path: %s\n    %s\n    %s\n", h.Dir, c.probes, c.limits))
+	cfg := framework.WriteConfig(t, fmt.Sprintf("targets:\n  - name: fuse\n    path: %s\n    %s\n    %s\n", h.Dir, c.probes, c.limits))
 	e := startOnHangFS(t, h, cfg, withPprof)
 	ready := c.ready
 	if ready == nil {
 		ready = func(f families) bool { return lastSuccess(f, "fuse", c.probe) > 0 }
 	}
-	before := testenv.WaitMetric(t, e, 30*time.Second, "the probe under way", ready)
+	before := framework.WaitMetric(t, e, 30*time.Second, "the probe under way", ready)
 	w := watch(e, 200*time.Millisecond, 5*time.Second)
 	time.Sleep(600 * time.Millisecond) // a few scrapes before the hang
 	g0 := goroutineCount(t, e)
 	heldAt := time.Now()
 	h.Hang(c.ops...)
-	testenv.WaitMetric(t, e, 5*time.Second, "an in-flight age within a round", func(f families) bool { return inflight(f, "fuse", c.probe) > 0 })
+	framework.WaitMetric(t, e, 5*time.Second, "an in-flight age within a round", func(f families) bool { return inflight(f, "fuse", c.probe) > 0 })
 	seen := time.Since(heldAt)
-	testenv.WaitMetric(t, e, 10*time.Second, "DiskprobeProbeStuck's expression true and one error", func(f families) bool {
+	framework.WaitMetric(t, e, 10*time.Second, "DiskprobeProbeStuck's expression true and one error", func(f families) bool {
 		return stuckExprTrue(f, "fuse", c.probe, hungTimeout) && errs(f, "fuse", c.probe) > errs(before, "fuse", c.probe)
 	})
 	time.Sleep(1500 * time.Millisecond) // rounds keep coming due, and are skipped
@@ -383,7 +384,7 @@ func hangOneCall(t *testing.T, c hungCall) {
 			return lastSuccess(f, "fuse", c.probe) > after && inflight(f, "fuse", c.probe) == 0
 		}
 	}
-	testenv.WaitMetric(t, e, 20*time.Second, "the probe working again after the release", func(f families) bool {
+	framework.WaitMetric(t, e, 20*time.Second, "the probe working again after the release", func(f families) bool {
 		return working(f, float64(releasedAt.UnixNano())/1e9)
 	})
 	t.Logf("recovered %s after the release", fmtDur(time.Since(releasedAt)))
@@ -398,7 +399,7 @@ func hangOneCall(t *testing.T, c hungCall) {
 
 	// Held again, SIGTERM ends the process anyway.
 	h.Hang(c.ops...)
-	testenv.WaitMetric(t, e, 5*time.Second, "the call held again", func(f families) bool { return inflight(f, "fuse", c.probe) > 0.3 })
+	framework.WaitMetric(t, e, 5*time.Second, "the call held again", func(f families) bool { return inflight(f, "fuse", c.probe) > 0.3 })
 	if exited, _ := exitAfterSIGTERM(t, e); exited > 5*time.Second {
 		t.Errorf("exited %s after SIGTERM while hung; want within 5s", exited)
 	}
@@ -417,9 +418,9 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 	late := filepath.Join(h.Dir, "late")
 	must(t, os.Mkdir(late, 0o755))
 	target := fsyncTarget
-	cfg := testenv.WriteConfig(t, "targets:\n"+target("hung", h.Dir, 2)+target("a", d["a"], 2))
+	cfg := framework.WriteConfig(t, "targets:\n"+target("hung", h.Dir, 2)+target("a", d["a"], 2))
 	e := startOnHangFS(t, h, cfg, withPprof)
-	testenv.WaitMetric(t, e, 15*time.Second, "rounds on both targets", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "rounds on both targets", func(f families) bool {
 		return runs(f, "hung", "fsync") >= 1 && runs(f, "a", "fsync") >= 1
 	})
 	w := watch(e, 200*time.Millisecond, 5*time.Second)
@@ -427,7 +428,7 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 	g0 := goroutineCount(t, e)
 	heldAt := time.Now()
 	h.Hang()
-	testenv.WaitMetric(t, e, 5*time.Second, "the hung target's in-flight age", func(f families) bool { return inflight(f, "hung", "fsync") > 0.5 })
+	framework.WaitMetric(t, e, 5*time.Second, "the hung target's in-flight age", func(f families) bool { return inflight(f, "hung", "fsync") > 0.5 })
 	reloadedAt := func(f families) float64 { return value(f, "diskprobe_config_last_reload_success_timestamp_seconds") }
 
 	// SIGHUP: a changed target and a new one beside the hung one.
@@ -435,7 +436,7 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 	ts0 := reloadedAt(e.MustScrape())
 	sent := time.Now()
 	e.Signal(syscall.SIGHUP)
-	f := testenv.WaitMetric(t, e, 10*time.Second, "the SIGHUP reload", func(f families) bool { return reloadedAt(f) > ts0 })
+	f := framework.WaitMetric(t, e, 10*time.Second, "the SIGHUP reload", func(f families) bool { return reloadedAt(f) > ts0 })
 	hup := time.Since(sent)
 	t.Logf("SIGHUP reload applied within %s while a target hangs", fmtDur(hup))
 	if hup > 2*time.Second {
@@ -444,7 +445,7 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 	if v := value(f, "diskprobe_config_last_reload_successful"); v != 1 {
 		t.Errorf("diskprobe_config_last_reload_successful %v after a good reload", v)
 	}
-	testenv.WaitMetric(t, e, 10*time.Second, "the new target's rounds", func(f families) bool { return runs(f, "b", "fsync") >= 1 })
+	framework.WaitMetric(t, e, 10*time.Second, "the new target's rounds", func(f families) bool { return runs(f, "b", "fsync") >= 1 })
 
 	// POST /-/reload with a second target on the hung mount: it cannot be resolved, is
 	// started all the same, and readiness says so.
@@ -490,7 +491,7 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 	gHung, hungDump := goroutineCount(t, e), getBody(t, e, "/debug/pprof/goroutine?debug=1")
 	releasedAt := time.Now()
 	h.Release()
-	testenv.WaitMetric(t, e, 15*time.Second, "rounds on both targets of the released mount", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "rounds on both targets of the released mount", func(f families) bool {
 		after := float64(releasedAt.UnixNano()) / 1e9
 		return lastSuccess(f, "hung", "fsync") > after && lastSuccess(f, "late", "fsync") > after
 	})
@@ -511,7 +512,7 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 		t.Fatalf("POST /-/reload after the release: %d %q", code, body)
 	}
 	f = e.MustScrape()
-	if _, ok := testenv.Value(f, "diskprobe_probe_runs_total", map[string]string{"target": "late"}); ok {
+	if _, ok := framework.Value(f, "diskprobe_probe_runs_total", map[string]string{"target": "late"}); ok {
 		t.Errorf("the removed target's series are still exported")
 	}
 	if v := value(f, "diskprobe_config_last_reload_successful"); v != 1 {
@@ -535,7 +536,7 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 func TestConfigCheckOnAHungPathNamesIt(t *testing.T) {
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
 	steady := t.TempDir()
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: steady
     path: %s
   - name: hung

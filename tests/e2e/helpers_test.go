@@ -24,14 +24,14 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // families is one parsed scrape.
 type families = map[string]*dto.MetricFamily
 
 func value(f families, name string, labels ...string) float64 {
-	v, _ := testenv.Value(f, name, labelMap(labels))
+	v, _ := framework.Value(f, name, labelMap(labels))
 	return v
 }
 
@@ -169,7 +169,7 @@ type watcher struct {
 	done chan struct{}
 }
 
-func watch(e *testenv.Exporter, period, timeout time.Duration) *watcher {
+func watch(e *framework.Exporter, period, timeout time.Duration) *watcher {
 	w := &watcher{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -216,7 +216,7 @@ func between(obs []observation, from, to time.Time) []observation {
 }
 
 // logLines are the lines of the exporter's log that contain every one of parts.
-func logLines(e *testenv.Exporter, parts ...string) []string {
+func logLines(e *framework.Exporter, parts ...string) []string {
 	var out []string
 	sc := bufio.NewScanner(strings.NewReader(e.Log.String()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -233,7 +233,7 @@ next:
 }
 
 // alive fails the test when the exporter process has exited.
-func alive(t *testing.T, e *testenv.Exporter) {
+func alive(t *testing.T, e *framework.Exporter) {
 	t.Helper()
 	select {
 	case <-e.Done():

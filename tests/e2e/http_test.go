@@ -15,19 +15,20 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // startIdle starts an exporter with one quiet target: enough for the HTTP tests.
-func startIdle(t *testing.T, args ...string) *testenv.Exporter {
+func startIdle(t *testing.T, args ...string) *framework.Exporter {
 	t.Helper()
 	dir := t.TempDir()
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: quiet
     path: %s
     fsync: {interval: 1s, ops: 1, block_size: 4KiB, file_size: 1MiB}
     limits: {min_free: 0}
 `, dir))
-	return testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{Args: args})
+	return framework.StartExporterWith(t, cfg, framework.ExporterOptions{Args: args})
 }
 
 // TestHTTPRefusesWhatItDoesNotServe: unknown paths are 404, known paths with the wrong

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // hungFreeze is how long the filesystem stays frozen: the issue's 30 s, which keeps the
@@ -23,7 +24,7 @@ func TestMetricsStayResponsiveWhileFilesystemFrozen(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, frozenDir := testenv.LoopExt4(t, 128<<20)
 	steadyDir := t.TempDir()
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: frozen
     path: %s
     fsync: {interval: 1s, ops: 3, block_size: 4KiB, file_size: 4MiB}
@@ -33,8 +34,8 @@ func TestMetricsStayResponsiveWhileFilesystemFrozen(t *testing.T) {
     fsync: {interval: 1s, ops: 3, block_size: 4KiB, file_size: 4MiB}
     limits: {timeout: 5s, min_free: 0}
 `, frozenDir, steadyDir))
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 15*time.Second, "two fsync rounds on the frozen-to-be target", func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 15*time.Second, "two fsync rounds on the frozen-to-be target", func(f families) bool {
 		return runs(f, "frozen", "fsync") >= 2 && runs(f, "steady", "fsync") >= 2
 	})
 
@@ -45,7 +46,7 @@ func TestMetricsStayResponsiveWhileFilesystemFrozen(t *testing.T) {
 	time.Sleep(hungFreeze)
 	thawAt := time.Now()
 	thaw()
-	recovered := testenv.WaitMetric(t, e, 15*time.Second, "an fsync round that ends after the thaw", func(f families) bool {
+	recovered := framework.WaitMetric(t, e, 15*time.Second, "an fsync round that ends after the thaw", func(f families) bool {
 		return lastSuccess(f, "frozen", "fsync") > float64(thawAt.UnixNano())/1e9 && inflight(f, "frozen", "fsync") == 0
 	})
 	recoveredAt := time.Now()
@@ -144,16 +145,16 @@ func TestMetricsStayResponsiveWhileFilesystemFrozen(t *testing.T) {
 func TestSIGTERMExitsWhileIOIsStuck(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, dir := testenv.LoopExt4(t, 64<<20)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: frozen
     path: %s
     fsync: {interval: 1s, ops: 3, block_size: 4KiB, file_size: 4MiB}
     limits: {timeout: 5s, min_free: 0}
 `, dir))
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 15*time.Second, "an fsync round", func(f families) bool { return runs(f, "frozen", "fsync") >= 1 })
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 15*time.Second, "an fsync round", func(f families) bool { return runs(f, "frozen", "fsync") >= 1 })
 	thaw := testenv.Freeze(t, dir)
-	testenv.WaitMetric(t, e, 10*time.Second, "a write stuck on the frozen filesystem", func(f families) bool {
+	framework.WaitMetric(t, e, 10*time.Second, "a write stuck on the frozen filesystem", func(f families) bool {
 		return inflight(f, "frozen", "fsync") > 1
 	})
 	pid := e.Pid()
@@ -182,7 +183,7 @@ func TestSIGTERMExitsWhileIOIsStuck(t *testing.T) {
 // exitAfterSIGTERM sends SIGTERM and measures how long the process takes to exit: to be
 // reaped, or to become a zombie whose thread the kernel still holds in a stuck I/O (all
 // an init system can see). It fails the test when the process is still running 10s later.
-func exitAfterSIGTERM(t *testing.T, e *testenv.Exporter) (time.Duration, string) {
+func exitAfterSIGTERM(t *testing.T, e *framework.Exporter) (time.Duration, string) {
 	t.Helper()
 	pid := e.Pid()
 	sent := time.Now()
@@ -216,16 +217,16 @@ func exitAfterSIGTERM(t *testing.T, e *testenv.Exporter) (time.Duration, string)
 func TestFrozenWhileCuttingANewProbeFileIsReportedStuck(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, dir := testenv.LoopExt4(t, 64<<20)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: frozen
     path: %s
     fsync: {interval: 1s, ops: 1, block_size: 4KiB, file_size: 8KiB}
     limits: {timeout: 3s, min_free: 0}
 `, dir))
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 15*time.Second, "fsync rounds", func(f families) bool { return runs(f, "frozen", "fsync") >= 2 })
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 15*time.Second, "fsync rounds", func(f families) bool { return runs(f, "frozen", "fsync") >= 2 })
 	thaw := testenv.Freeze(t, dir)
-	f := testenv.WaitMetric(t, e, 15*time.Second, "the stuck file creation reported past limits.timeout", func(f families) bool {
+	f := framework.WaitMetric(t, e, 15*time.Second, "the stuck file creation reported past limits.timeout", func(f families) bool {
 		return inflight(f, "frozen", "fsync") > 4 && errs(f, "frozen", "fsync") >= 1
 	})
 	t.Logf("in-flight age %.1fs, %.0f rounds skipped", inflight(f, "frozen", "fsync"), skipped(f, "frozen", "fsync", "inflight"))
@@ -234,7 +235,7 @@ func TestFrozenWhileCuttingANewProbeFileIsReportedStuck(t *testing.T) {
 	}
 	thaw()
 	thawed := time.Now()
-	testenv.WaitMetric(t, e, 15*time.Second, "an fsync round after the thaw", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "an fsync round after the thaw", func(f families) bool {
 		return lastSuccess(f, "frozen", "fsync") > float64(thawed.UnixNano())/1e9 && inflight(f, "frozen", "fsync") == 0
 	})
 }
@@ -242,7 +243,7 @@ func TestFrozenWhileCuttingANewProbeFileIsReportedStuck(t *testing.T) {
 func TestFilesystemAlreadyFrozenAtStartIsReportedStuck(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, dir := testenv.LoopExt4(t, 64<<20)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: frozen
     path: %s
     fsync: {interval: 1s, ops: 1, file_size: 8MiB}
@@ -250,14 +251,14 @@ func TestFilesystemAlreadyFrozenAtStartIsReportedStuck(t *testing.T) {
 `, dir))
 	// Creating <path>/.diskprobe is the first thing that hangs.
 	thaw := testenv.Freeze(t, dir)
-	e := testenv.StartExporter(t, cfg)
-	f := testenv.WaitMetric(t, e, 15*time.Second, "the stuck probe directory creation reported past limits.timeout", func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	f := framework.WaitMetric(t, e, 15*time.Second, "the stuck probe directory creation reported past limits.timeout", func(f families) bool {
 		return inflight(f, "frozen", "fsync") > 4 && errs(f, "frozen", "fsync") >= 1
 	})
 	t.Logf("in-flight age %.1fs, %.0f rounds skipped", inflight(f, "frozen", "fsync"), skipped(f, "frozen", "fsync", "inflight"))
 	thaw()
 	thawed := time.Now()
-	testenv.WaitMetric(t, e, 15*time.Second, "an fsync round after the thaw", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "an fsync round after the thaw", func(f families) bool {
 		return lastSuccess(f, "frozen", "fsync") > float64(thawed.UnixNano())/1e9 && inflight(f, "frozen", "fsync") == 0
 	})
 }

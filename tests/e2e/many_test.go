@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestManyTargetsHealthyOnesNotHeldByHungOrSlowOnes runs 64 targets: 4 on a filesystem
@@ -44,10 +45,10 @@ func TestManyTargetsHealthyOnesNotHeldByHungOrSlowOnes(t *testing.T) {
 	add(frozen, frozenMnt)
 	add(slow, slowMnt)
 	add(healthy, healthyBase)
-	e := testenv.StartExporter(t, testenv.WriteConfig(t, cfg))
+	e := framework.StartExporter(t, framework.WriteConfig(t, cfg))
 	cg.Add(e.Pid())
 	all := append(append(append([]string{}, frozen...), slow...), healthy...)
-	testenv.WaitMetric(t, e, 30*time.Second, "rounds on all 64 targets", func(f families) bool {
+	framework.WaitMetric(t, e, 30*time.Second, "rounds on all 64 targets", func(f families) bool {
 		for _, name := range all {
 			if runs(f, name, "fsync") < 1 {
 				return false

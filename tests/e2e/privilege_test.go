@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestUnreadableDeviceNamesTheMissingPrivilege runs the exporter as an unprivileged user
@@ -62,13 +63,13 @@ func TestUnreadableDeviceNamesTheMissingPrivilege(t *testing.T) {
     limits: {min_free: 0}
 `, dev, data)), 0o644))
 
-	e := testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{
+	e := framework.StartExporterWith(t, cfg, framework.ExporterOptions{
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}},
 		// /-/ready says 503 once the device's rounds have failed with permission denied
 		// (TestNotReadyWhileEveryRoundFailsWithPermissionDenied): /metrics is what is up.
 		Ready: metricsAnswer,
 	})
-	f := testenv.WaitMetric(t, e, 15*time.Second, "failed rounds on the unreadable device", func(f families) bool {
+	f := framework.WaitMetric(t, e, 15*time.Second, "failed rounds on the unreadable device", func(f families) bool {
 		return errs(f, "raw", "randread") >= 2 && errs(f, "raw", "seqread") >= 2 && runs(f, "data", "fsync") >= 2
 	})
 	for _, probe := range []string{"randread", "seqread"} {
@@ -98,10 +99,10 @@ func TestUnreadableDeviceNamesTheMissingPrivilege(t *testing.T) {
 	// Read access through the disk group is enough for a raw device.
 	must(t, os.Chown(dev, 0, diskGID))
 	must(t, os.Chmod(dev, 0o640))
-	e2 := testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{
+	e2 := framework.StartExporterWith(t, cfg, framework.ExporterOptions{
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(diskGID)}},
 	})
-	f2 := testenv.WaitMetric(t, e2, 15*time.Second, "read rounds with the disk group", func(f families) bool {
+	f2 := framework.WaitMetric(t, e2, 15*time.Second, "read rounds with the disk group", func(f families) bool {
 		return lastSuccess(f, "raw", "randread") > 0 && lastSuccess(f, "raw", "seqread") > 0
 	})
 	if n := errs(f2, "raw", "randread") + errs(f2, "raw", "seqread"); n != 0 {
@@ -113,11 +114,11 @@ func TestUnreadableDeviceNamesTheMissingPrivilege(t *testing.T) {
 	// So is CAP_DAC_READ_SEARCH alone, on a device only root may read.
 	must(t, os.Chown(dev, 0, 0))
 	must(t, os.Chmod(dev, 0o600))
-	e3 := testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{
+	e3 := framework.StartExporterWith(t, cfg, framework.ExporterOptions{
 		Credential:  &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}},
 		AmbientCaps: []uintptr{unix.CAP_DAC_READ_SEARCH},
 	})
-	f3 := testenv.WaitMetric(t, e3, 15*time.Second, "read rounds with CAP_DAC_READ_SEARCH", func(f families) bool {
+	f3 := framework.WaitMetric(t, e3, 15*time.Second, "read rounds with CAP_DAC_READ_SEARCH", func(f families) bool {
 		return lastSuccess(f, "raw", "randread") > 0 && lastSuccess(f, "raw", "seqread") > 0
 	})
 	if n := errs(f3, "raw", "randread") + errs(f3, "raw", "seqread"); n != 0 {
@@ -126,7 +127,7 @@ func TestUnreadableDeviceNamesTheMissingPrivilege(t *testing.T) {
 }
 
 // readyStatus is /-/ready's status code and body.
-func readyStatus(t *testing.T, e *testenv.Exporter) (int, string) {
+func readyStatus(t *testing.T, e *framework.Exporter) (int, string) {
 	t.Helper()
 	resp, err := http.Get("http://" + e.Addr + "/-/ready")
 	if err != nil {
@@ -183,11 +184,11 @@ func TestNotReadyWhileEveryRoundFailsWithPermissionDenied(t *testing.T) {
     limits: {min_free: 0}
 `, dev, data)), 0o644))
 
-	e := testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{
+	e := framework.StartExporterWith(t, cfg, framework.ExporterOptions{
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}},
 		Ready:      metricsAnswer,
 	})
-	testenv.WaitMetric(t, e, 15*time.Second, "failed rounds on the unreadable device, rounds on the directory", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "failed rounds on the unreadable device, rounds on the directory", func(f families) bool {
 		return errs(f, "raw", "randread") >= 2 && lastSuccess(f, "data", "fsync") > 0
 	})
 	code, body := readyStatus(t, e)
@@ -212,7 +213,7 @@ func TestNotReadyWhileEveryRoundFailsWithPermissionDenied(t *testing.T) {
 	}
 	must(t, os.WriteFile(trigger, []byte("diskprobe test\n"), 0o200))
 	failed := errs(e.MustScrape(), "data", "fsync")
-	testenv.WaitMetric(t, e, 15*time.Second, "failed rounds on the read-only filesystem", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "failed rounds on the read-only filesystem", func(f families) bool {
 		return errs(f, "data", "fsync") >= failed+2
 	})
 	if lines := logLines(e, "target=data", `msg="probe failed"`, "read-only file system"); len(lines) == 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestProbeDirMountedOverWhileRunningStopsProbing mounts another filesystem over the probe
@@ -23,14 +24,14 @@ func TestProbeDirMountedOverWhileRunningStopsProbing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := testenv.StartExporter(t, testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	e := framework.StartExporter(t, framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: etcd
     path: %s
     probe_dir: %s
     fsync: {interval: 1s, ops: 2, file_size: 1MiB}
     limits: {min_free: 1MiB}
 `, data, beside)))
-	testenv.WaitMetric(t, e, 20*time.Second, "fdatasync samples", func(f families) bool {
+	framework.WaitMetric(t, e, 20*time.Second, "fdatasync samples", func(f families) bool {
 		return value(f, "diskprobe_fdatasync_duration_seconds", "target", "etcd") >= 2
 	})
 	// Another filesystem now sits where the probe files were: the exporter must not go on
@@ -39,7 +40,7 @@ func TestProbeDirMountedOverWhileRunningStopsProbing(t *testing.T) {
 	testenv.WaitFor(t, 15*time.Second, "the log naming the probe directory", func() bool {
 		return len(logLines(e, beside+" is no longer on the filesystem it was on")) > 0
 	})
-	testenv.WaitMetric(t, e, 10*time.Second, "an error counted", func(f families) bool {
+	framework.WaitMetric(t, e, 10*time.Second, "an error counted", func(f families) bool {
 		return value(f, "diskprobe_probe_errors_total", "target", "etcd", "probe", "fsync") > 0
 	})
 	if _, err := os.Stat(filepath.Join(fsB, ".diskprobe")); err == nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestBadReloadKeepsTheRunningConfig breaks the config file under a running exporter and
@@ -26,9 +26,9 @@ func TestBadReloadKeepsTheRunningConfig(t *testing.T) {
     fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 1MiB}
     limits: {min_free: 0}
 `, d["a"])
-	cfg := testenv.WriteConfig(t, good)
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 15*time.Second, "fsync rounds", func(f families) bool { return runs(f, "a", "fsync") >= 2 })
+	cfg := framework.WriteConfig(t, good)
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 15*time.Second, "fsync rounds", func(f families) bool { return runs(f, "a", "fsync") >= 2 })
 
 	// Line 4: a typo in a probe key.
 	writeFile(t, cfg, fmt.Sprintf(`targets:
@@ -37,7 +37,7 @@ func TestBadReloadKeepsTheRunningConfig(t *testing.T) {
     fsyncc: {interval: 1s}
 `, d["a"]))
 	e.Signal(syscall.SIGHUP)
-	f := testenv.WaitMetric(t, e, 10*time.Second, "the failed reload", func(f families) bool {
+	f := framework.WaitMetric(t, e, 10*time.Second, "the failed reload", func(f families) bool {
 		return value(f, "diskprobe_config_last_reload_successful") == 0
 	})
 	want := filepath.Base(cfg) + `:4: targets[0]: unknown field \"fsyncc\"`
@@ -68,7 +68,7 @@ func TestBadReloadKeepsTheRunningConfig(t *testing.T) {
 	if code, body := post(t, "http://"+e.Addr+"/-/reload"); code != http.StatusOK {
 		t.Fatalf("POST /-/reload with a good file: %d %q", code, body)
 	}
-	f3 := testenv.WaitMetric(t, e, 10*time.Second, "the new target's rounds", func(f families) bool { return runs(f, "b", "fsync") >= 1 })
+	f3 := framework.WaitMetric(t, e, 10*time.Second, "the new target's rounds", func(f families) bool { return runs(f, "b", "fsync") >= 1 })
 	if v := value(f3, "diskprobe_config_last_reload_successful"); v != 1 {
 		t.Errorf("diskprobe_config_last_reload_successful %v after a good reload", v)
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestKilledDuringPreparationNeverReadsAFileWithHoles kills the exporter with SIGKILL
@@ -31,14 +32,14 @@ func TestKilledDuringPreparationNeverReadsAFileWithHoles(t *testing.T) {
     limits: {bandwidth: %s, min_free: 0}
 `, dir, bandwidth)
 	}
-	cfg := testenv.WriteConfig(t, config("4MiB"))
+	cfg := framework.WriteConfig(t, config("4MiB"))
 	prepBytes := func(f families) float64 {
 		return value(f, "diskprobe_probe_io_bytes_total", "target", "data", "probe", "randread")
 	}
 
 	// 32 MiB at 4 MiB/s: killed about a third of the way.
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 20*time.Second, "a third of the read probe file written", func(f families) bool { return prepBytes(f) >= 10<<20 })
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 20*time.Second, "a third of the read probe file written", func(f families) bool { return prepBytes(f) >= 10<<20 })
 	if f := e.MustScrape(); skipped(f, "data", "randread", "preparing") == 0 || runs(f, "data", "randread") != 0 {
 		t.Errorf("read rounds during preparation: %.0f skipped (reason preparing), %.0f run; want all skipped",
 			skipped(f, "data", "randread", "preparing"), runs(f, "data", "randread"))
@@ -85,8 +86,8 @@ func TestKilledDuringPreparationNeverReadsAFileWithHoles(t *testing.T) {
 	}
 
 	// An intact prepared file is reused: what makes the two checks above meaningful.
-	e = testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 15*time.Second, "randread rounds on the reused file", func(f families) bool { return runs(f, "data", "randread") >= 2 })
+	e = framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 15*time.Second, "randread rounds on the reused file", func(f families) bool { return runs(f, "data", "randread") >= 2 })
 	if len(logLines(e, "reusing the prepared read probe file")) != 1 || len(logLines(e, "read probe file prepared")) != 0 {
 		t.Errorf("an intact prepared file was not reused")
 	}
@@ -94,10 +95,10 @@ func TestKilledDuringPreparationNeverReadsAFileWithHoles(t *testing.T) {
 
 // startPrepared starts the exporter and waits until it has prepared the read probe file
 // again and read from it without errors.
-func startPrepared(t *testing.T, cfg, when string) *testenv.Exporter {
+func startPrepared(t *testing.T, cfg, when string) *framework.Exporter {
 	t.Helper()
-	e := testenv.StartExporter(t, cfg)
-	f := testenv.WaitMetric(t, e, 30*time.Second, "randread rounds "+when, func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	f := framework.WaitMetric(t, e, 30*time.Second, "randread rounds "+when, func(f families) bool {
 		return lastSuccess(f, "data", "randread") > 0 && runs(f, "data", "randread") >= 2
 	})
 	if n := errs(f, "data", "randread"); n != 0 {
@@ -109,7 +110,7 @@ func startPrepared(t *testing.T, cfg, when string) *testenv.Exporter {
 	return e
 }
 
-func stop(t *testing.T, e *testenv.Exporter) {
+func stop(t *testing.T, e *framework.Exporter) {
 	t.Helper()
 	e.Signal(syscall.SIGTERM)
 	select {

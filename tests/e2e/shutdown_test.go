@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestSIGTERMExitsWithSeveralMountsHung sends SIGTERM while the workers of several
@@ -33,13 +34,13 @@ func sigtermWithMountsHung(t *testing.T, n int) {
 		mounts[i] = testenv.MountHangFS(t, testenv.HangFSOptions{})
 		yaml += fsyncTarget(fmt.Sprintf("nfs%d", i), mounts[i].Dir, 2)
 	}
-	e := testenv.StartExporter(t, testenv.WriteConfig(t, yaml))
+	e := framework.StartExporter(t, framework.WriteConfig(t, yaml))
 	// Released before the exporter's cleanup waits for it: a thread held there would keep
 	// the process from being reaped.
 	for _, h := range mounts {
 		t.Cleanup(h.Release)
 	}
-	testenv.WaitMetric(t, e, 30*time.Second, "a round on every target", func(f families) bool {
+	framework.WaitMetric(t, e, 30*time.Second, "a round on every target", func(f families) bool {
 		for i := range mounts {
 			if lastSuccess(f, fmt.Sprintf("nfs%d", i), "fsync") == 0 {
 				return false
@@ -52,7 +53,7 @@ func sigtermWithMountsHung(t *testing.T, n int) {
 	for _, h := range mounts {
 		h.Hang()
 	}
-	testenv.WaitMetric(t, e, 10*time.Second, "every target's operation in flight", func(f families) bool {
+	framework.WaitMetric(t, e, 10*time.Second, "every target's operation in flight", func(f families) bool {
 		for i := range mounts {
 			if inflight(f, fmt.Sprintf("nfs%d", i), "fsync") < 0.3 {
 				return false
@@ -82,7 +83,7 @@ func sigtermWithMountsHung(t *testing.T, n int) {
 // reapedOnceReleased releases the mounts of an exporter that exited with calls stuck on
 // them, and checks that the kernel then lets the zombie go, with exit status 0. Its log is
 // complete only then: the stuck threads hold the pipe it reaches the test through open.
-func reapedOnceReleased(t *testing.T, e *testenv.Exporter, mounts ...*testenv.HangFS) {
+func reapedOnceReleased(t *testing.T, e *framework.Exporter, mounts ...*testenv.HangFS) {
 	t.Helper()
 	pid := e.Pid()
 	releasedAt := time.Now()
@@ -110,11 +111,11 @@ func TestReloadUnderWayAtSIGTERMIsNotApplied(t *testing.T) {
 	late := filepath.Join(h.Dir, "late")
 	must(t, os.Mkdir(late, 0o755))
 	fresh := t.TempDir()
-	cfg := testenv.WriteConfig(t, "targets:\n"+fsyncTarget("hung", h.Dir, 2))
-	e := startOnHangFS(t, h, cfg, testenv.ExporterOptions{})
-	testenv.WaitMetric(t, e, 15*time.Second, "a round on the target", func(f families) bool { return runs(f, "hung", "fsync") >= 1 })
+	cfg := framework.WriteConfig(t, "targets:\n"+fsyncTarget("hung", h.Dir, 2))
+	e := startOnHangFS(t, h, cfg, framework.ExporterOptions{})
+	framework.WaitMetric(t, e, 15*time.Second, "a round on the target", func(f families) bool { return runs(f, "hung", "fsync") >= 1 })
 	h.Hang()
-	testenv.WaitMetric(t, e, 10*time.Second, "the target's operation in flight", func(f families) bool { return inflight(f, "hung", "fsync") > 0.3 })
+	framework.WaitMetric(t, e, 10*time.Second, "the target's operation in flight", func(f families) bool { return inflight(f, "hung", "fsync") > 0.3 })
 	writeFile(t, cfg, "targets:\n"+fsyncTarget("hung", h.Dir, 2)+fsyncTarget("late", late, 2)+fsyncTarget("fresh", fresh, 2))
 	e.Signal(syscall.SIGHUP)
 	time.Sleep(100 * time.Millisecond)

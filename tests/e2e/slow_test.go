@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestSlowDiskPushesFdatasyncP99OverEtcdTarget throttles a loop device to a few write
@@ -18,7 +19,7 @@ func TestSlowDiskPushesFdatasyncP99OverEtcdTarget(t *testing.T) {
 	dev, slowDir := testenv.LoopExt4(t, 128<<20)
 	steadyDir := t.TempDir()
 	cg := testenv.ThrottleWrites(t, dev, 10)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: slow
     path: %s
     fsync: {interval: 2s, ops: 5, block_size: 2300, file_size: 4MiB}
@@ -28,13 +29,13 @@ func TestSlowDiskPushesFdatasyncP99OverEtcdTarget(t *testing.T) {
     fsync: {interval: 2s, ops: 5, block_size: 2300, file_size: 4MiB}
     limits: {timeout: 30s, min_free: 0}
 `, slowDir, steadyDir))
-	e := testenv.StartExporter(t, cfg)
+	e := framework.StartExporter(t, cfg)
 	cg.Add(e.Pid())
 	start := e.MustScrape()
 	h0 := histogramOf(start, "diskprobe_fdatasync_duration_seconds", "slow")
 	r0 := runs(start, "slow", "fsync")
 
-	end := testenv.WaitMetric(t, e, 30*time.Second, "two fsync rounds after throttling", func(f families) bool {
+	end := framework.WaitMetric(t, e, 30*time.Second, "two fsync rounds after throttling", func(f families) bool {
 		return runs(f, "slow", "fsync") >= r0+2
 	})
 	h := histogramOf(end, "diskprobe_fdatasync_duration_seconds", "slow").sub(h0)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestVanishedFilesystemIsAnErrorNotAnotherDisk lazily unmounts the filesystem under a
@@ -21,7 +22,7 @@ func TestVanishedFilesystemIsAnErrorNotAnotherDisk(t *testing.T) {
 	testenv.RequireRoot(t)
 	dev, dir := testenv.LoopExt4(t, 128<<20)
 	steadyDir := t.TempDir()
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: vanish
     path: %s
     fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 4MiB}
@@ -32,8 +33,8 @@ func TestVanishedFilesystemIsAnErrorNotAnotherDisk(t *testing.T) {
     fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 4MiB}
     limits: {timeout: 10s, min_free: 0}
 `, dir, steadyDir))
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 20*time.Second, "fsync and randread rounds on the loop filesystem", func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 20*time.Second, "fsync and randread rounds on the loop filesystem", func(f families) bool {
 		return runs(f, "vanish", "fsync") >= 2 && runs(f, "vanish", "randread") >= 2
 	})
 
@@ -76,7 +77,7 @@ func TestVanishedFilesystemIsAnErrorNotAnotherDisk(t *testing.T) {
 	testenv.Run(t, "mount", "-t", "ext4", dev, dir)
 	remounted = true
 	back := time.Now()
-	testenv.WaitMetric(t, e, 20*time.Second, "fsync and randread rounds after the remount", func(f families) bool {
+	framework.WaitMetric(t, e, 20*time.Second, "fsync and randread rounds after the remount", func(f families) bool {
 		return lastSuccess(f, "vanish", "fsync") > float64(back.UnixNano())/1e9 &&
 			lastSuccess(f, "vanish", "randread") > float64(back.UnixNano())/1e9
 	})
@@ -97,7 +98,7 @@ func TestTargetDirectoryReplaced(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: replaced
     path: %s
     fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 4MiB}
@@ -105,8 +106,8 @@ func TestTargetDirectoryReplaced(t *testing.T) {
     seqwrite: {interval: 1s, bytes: 1MiB, block_size: 256KiB}
     limits: {timeout: 10s, min_free: 0}
 `, dir))
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 20*time.Second, "fsync, randread and seqwrite rounds", func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 20*time.Second, "fsync, randread and seqwrite rounds", func(f families) bool {
 		return runs(f, "replaced", "fsync") >= 2 && runs(f, "replaced", "randread") >= 2 && runs(f, "replaced", "seqwrite") >= 2
 	})
 	if err := os.RemoveAll(dir); err != nil {
@@ -117,7 +118,7 @@ func TestTargetDirectoryReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	f := testenv.WaitMetric(t, e, 20*time.Second, "rounds in the recreated directory", func(f families) bool {
+	f := framework.WaitMetric(t, e, 20*time.Second, "rounds in the recreated directory", func(f families) bool {
 		return lastSuccess(f, "replaced", "fsync") > float64(back.UnixNano())/1e9 &&
 			lastSuccess(f, "replaced", "randread") > float64(back.UnixNano())/1e9 &&
 			lastSuccess(f, "replaced", "seqwrite") > float64(back.UnixNano())/1e9
@@ -138,7 +139,7 @@ func TestTargetDirectoryReplaced(t *testing.T) {
 
 // errorLines counts the "probe failed" lines and the preparation failures logged for a
 // target's probe.
-func errorLines(e *testenv.Exporter, target, probe string) int {
+func errorLines(e *framework.Exporter, target, probe string) int {
 	n := len(logLines(e, `msg="probe failed"`, "target="+target, "probe="+probe))
 	if probe != "fsync" {
 		n += len(logLines(e, "preparing the read probe file failed", "target="+target))
@@ -157,7 +158,7 @@ func TestRawDeviceGoneToZeroIsAnErrorLoggedOnce(t *testing.T) {
 	dev := testenv.LoopDevice(t, 64<<20)
 	backing := strings.TrimSpace(testenv.Run(t, "losetup", "--noheadings", "--output", "BACK-FILE", dev))
 	steadyDir := t.TempDir()
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: raw
     path: %s
     randread: {interval: 1s, ops: 2}
@@ -166,8 +167,8 @@ func TestRawDeviceGoneToZeroIsAnErrorLoggedOnce(t *testing.T) {
     fsync: {interval: 1s, ops: 2, block_size: 4KiB, file_size: 1MiB}
     limits: {min_free: 0}
 `, dev, steadyDir))
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 15*time.Second, "randread rounds on the raw device", func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 15*time.Second, "randread rounds on the raw device", func(f families) bool {
 		return runs(f, "raw", "randread") >= 2 && runs(f, "steady", "fsync") >= 2
 	})
 
@@ -192,7 +193,7 @@ func TestRawDeviceGoneToZeroIsAnErrorLoggedOnce(t *testing.T) {
 	must(t, os.Truncate(backing, 64<<20))
 	testenv.Run(t, "losetup", "--set-capacity", dev)
 	back := time.Now()
-	testenv.WaitMetric(t, e, 15*time.Second, "randread rounds once the device is back", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "randread rounds once the device is back", func(f families) bool {
 		return lastSuccess(f, "raw", "randread") > float64(back.UnixNano())/1e9
 	})
 	if len(logLines(e, "probe recovered", "target=raw")) != 1 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // etcdWarning is what etcd logs at start for an entry of its data directory it does not know.
@@ -36,7 +37,7 @@ func TestEtcdSeesNothingOfAnExporterProbingBesideItsDataDir(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_, fs := testenv.LoopExt4(t, 512*mib)
 			data := filepath.Join(fs, "etcd")
-			etcd := testenv.StartEtcd(t, data)
+			etcd := framework.StartEtcd(t, data)
 			etcdPut(t, etcd, "before", "1")
 			etcd.Stop()
 			before := listing(t, data, false) // etcd's own writes change sizes and times
@@ -49,15 +50,15 @@ func TestEtcdSeesNothingOfAnExporterProbingBesideItsDataDir(t *testing.T) {
 				}
 				target += "    probe_dir: " + beside + "\n"
 			}
-			e := testenv.StartExporter(t, testenv.WriteConfig(t, "targets:\n"+target+
+			e := framework.StartExporter(t, framework.WriteConfig(t, "targets:\n"+target+
 				"    fsync:    {interval: 1s, ops: 5, file_size: 1MiB}\n    randread: {interval: 1s, ops: 5, file_size: 1MiB}\n    limits:   {min_free: 1MiB}\n"))
-			testenv.WaitMetric(t, e, 30*time.Second, "fdatasync and read samples", func(f families) bool {
+			framework.WaitMetric(t, e, 30*time.Second, "fdatasync and read samples", func(f families) bool {
 				return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "etcd") >= 10 &&
 					metric(f, "diskprobe_read_duration_seconds", "target", "etcd") >= 10
 			})
 
 			// etcd starts again on its data directory while the exporter probes.
-			etcd = testenv.StartEtcd(t, data)
+			etcd = framework.StartEtcd(t, data)
 			etcdPut(t, etcd, "after", "2")
 			etcd.Stop()
 			stopExporter(t, e)
@@ -75,7 +76,7 @@ func TestEtcdSeesNothingOfAnExporterProbingBesideItsDataDir(t *testing.T) {
 }
 
 // etcdPut writes a key through etcd 3.4's JSON gateway.
-func etcdPut(t *testing.T, e *testenv.Etcd, key, value string) {
+func etcdPut(t *testing.T, e *framework.Etcd, key, value string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"key":%q,"value":%q}`, b64(key), b64(value))
 	resp, err := http.Post(e.ClientURL+"/v3/kv/put", "application/json", bytes.NewBufferString(body))

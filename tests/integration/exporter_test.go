@@ -19,6 +19,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/collector"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // contractBuckets are the classic bucket edges of the fdatasync and read histograms, as
@@ -44,7 +45,7 @@ var latencyHistograms = []string{
 
 // fsyncAndRandread is a light configuration on a temporary directory.
 func fsyncAndRandread(t *testing.T, extra string) string {
-	return testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	return framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: tmp
     path: %s
     fsync:    {interval: 1s, ops: 5, file_size: 1MiB}
@@ -54,12 +55,12 @@ func fsyncAndRandread(t *testing.T, extra string) string {
 }
 
 func TestFdatasyncSamplesAccumulateInTheContractBuckets(t *testing.T) {
-	e := testenv.StartExporter(t, fsyncAndRandread(t, ""))
-	f := testenv.WaitMetric(t, e, 15*time.Second, "fdatasync samples", func(f families) bool {
+	e := framework.StartExporter(t, fsyncAndRandread(t, ""))
+	f := framework.WaitMetric(t, e, 15*time.Second, "fdatasync samples", func(f families) bool {
 		return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "tmp") > 0
 	})
 	first := metric(f, "diskprobe_fdatasync_duration_seconds", "target", "tmp")
-	f = testenv.WaitMetric(t, e, 15*time.Second, "more fdatasync, write and read samples", func(f families) bool {
+	f = framework.WaitMetric(t, e, 15*time.Second, "more fdatasync, write and read samples", func(f families) bool {
 		return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "tmp") >= first+10 &&
 			metric(f, "diskprobe_write_duration_seconds", "target", "tmp") >= first+10 &&
 			metric(f, "diskprobe_read_duration_seconds", "target", "tmp") >= 10
@@ -96,7 +97,7 @@ func TestFdatasyncSamplesAccumulateInTheContractBuckets(t *testing.T) {
 
 // scrapeProtobuf fetches /metrics in the delimited protobuf format, the only one that
 // carries native histograms, and decodes it with expfmt.
-func scrapeProtobuf(t *testing.T, e *testenv.Exporter) families {
+func scrapeProtobuf(t *testing.T, e *framework.Exporter) families {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+e.Addr+"/metrics", nil)
 	req.Header.Set("Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited")
@@ -123,8 +124,8 @@ func scrapeProtobuf(t *testing.T, e *testenv.Exporter) families {
 }
 
 func TestNativeHistogramsServedOverProtobuf(t *testing.T) {
-	e := testenv.StartExporter(t, fsyncAndRandread(t, ""))
-	testenv.WaitMetric(t, e, 15*time.Second, "fdatasync and read samples", func(f families) bool {
+	e := framework.StartExporter(t, fsyncAndRandread(t, ""))
+	framework.WaitMetric(t, e, 15*time.Second, "fdatasync and read samples", func(f families) bool {
 		return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "tmp") >= 5 &&
 			metric(f, "diskprobe_read_duration_seconds", "target", "tmp") >= 5
 	})
@@ -177,14 +178,14 @@ func TestProberOperationRateHeldToIOPSLimit(t *testing.T) {
 	)
 	// 40 write+fdatasync pairs due every second is twice what limits.iops allows; a round
 	// takes ~2 s under the limit, and without it well under one.
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: tmp
     path: %s
     fsync:  {interval: 1s, ops: %d, file_size: 4MiB}
     limits: {iops: %d, min_free: 1MiB}
 `, t.TempDir(), ops, iops))
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 15*time.Second, "the first fdatasync", func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 15*time.Second, "the first fdatasync", func(f families) bool {
 		return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "tmp") > 0
 	})
 	var points []opsPoint
@@ -257,7 +258,7 @@ func get(t *testing.T, url string) (int, string, string) {
 }
 
 func TestHTTPEndpoints(t *testing.T) {
-	e := testenv.StartExporter(t, fsyncAndRandread(t, ""))
+	e := framework.StartExporter(t, fsyncAndRandread(t, ""))
 	base := "http://" + e.Addr
 	for _, c := range []struct {
 		path, want string
@@ -298,7 +299,7 @@ func TestLandingPageLinksOnlyWhatAnswers(t *testing.T) {
 		pprof bool
 	}{{"default", nil, false}, {"--web.enable-pprof", []string{"--web.enable-pprof"}, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			e := testenv.StartExporterWith(t, fsyncAndRandread(t, ""), testenv.ExporterOptions{Args: c.args})
+			e := framework.StartExporterWith(t, fsyncAndRandread(t, ""), framework.ExporterOptions{Args: c.args})
 			base := "http://" + e.Addr + "/"
 			code, _, page := get(t, base)
 			if code != http.StatusOK {
@@ -348,7 +349,7 @@ func TestLandingPageLinksOnlyWhatAnswers(t *testing.T) {
 
 func TestConfigCheckPrintsOneLineSummaryAndExitCode(t *testing.T) {
 	dir, wal := t.TempDir(), t.TempDir()
-	good := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	good := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: etcd
     path: %s
     fsync: {}
@@ -369,7 +370,7 @@ func TestConfigCheckPrintsOneLineSummaryAndExitCode(t *testing.T) {
 		t.Errorf("--config.check created probe files: %v", files)
 	}
 
-	bad := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	bad := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: etcd
     path: %s
     fsyncc: {}
@@ -410,7 +411,7 @@ func TestVersionFromLinkerFlags(t *testing.T) {
 			t.Errorf("--version printed:\n%s\nwant %q", out, want)
 		}
 	}
-	addr := testenv.FreePort(t)
+	addr := framework.FreePort(t)
 	cmd := exec.Command(bin, "--config.file="+fsyncAndRandread(t, ""), "--web.listen-address="+addr)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

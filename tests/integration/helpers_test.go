@@ -19,6 +19,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/device"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 const mib = 1 << 20
@@ -31,7 +32,7 @@ func metric(f families, name string, labels ...string) float64 {
 	for i := 0; i+1 < len(labels); i += 2 {
 		want[labels[i]] = labels[i+1]
 	}
-	v, _ := testenv.Value(f, name, want)
+	v, _ := framework.Value(f, name, want)
 	return v
 }
 
@@ -40,12 +41,12 @@ func hasMetric(f families, name string, labels ...string) bool {
 	for i := 0; i+1 < len(labels); i += 2 {
 		want[labels[i]] = labels[i+1]
 	}
-	_, ok := testenv.Value(f, name, want)
+	_, ok := framework.Value(f, name, want)
 	return ok
 }
 
 // waitLog waits until the exporter's log contains s.
-func waitLog(t *testing.T, e *testenv.Exporter, timeout time.Duration, s string) {
+func waitLog(t *testing.T, e *framework.Exporter, timeout time.Duration, s string) {
 	t.Helper()
 	testenv.WaitFor(t, timeout, "log line "+s, func() bool { return strings.Contains(e.Log.String(), s) })
 }
@@ -58,7 +59,7 @@ func must(t *testing.T, err error) {
 }
 
 // stopExporter sends SIGTERM and waits for the process to exit.
-func stopExporter(t *testing.T, e *testenv.Exporter) {
+func stopExporter(t *testing.T, e *framework.Exporter) {
 	t.Helper()
 	e.Signal(15)
 	select {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/device"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // The bytes/s bucket holds max(largest block, bandwidth/10); with 1 MiB blocks and
@@ -48,15 +49,15 @@ func TestSeqreadHeldToBandwidthLimit(t *testing.T) {
 	dev := testenv.LoopDevice(t, 64*mib)
 	testenv.FillRandom(t, dev, 64*mib)
 	// One round: the next one is an hour away.
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: raw
     path: %s
     seqread: {interval: 1h, bytes: 32MiB, block_size: 1MiB}
     limits:  {bandwidth: 8MiB}
 `, dev))
 	rec := recordStats(t, dev, 50*time.Millisecond)
-	e := testenv.StartExporter(t, cfg)
-	f := testenv.WaitMetric(t, e, 30*time.Second, "the seqread round", func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	f := framework.WaitMetric(t, e, 30*time.Second, "the seqread round", func(f families) bool {
 		return metric(f, "diskprobe_probe_runs_total", "target", "raw", "probe", "seqread") >= 1
 	})
 	rec.Stop()
@@ -69,14 +70,14 @@ func TestSeqreadHeldToBandwidthLimit(t *testing.T) {
 
 func TestReadProbeFilePreparationHeldToBandwidthLimit(t *testing.T) {
 	dev, dir := testenv.LoopExt4(t, 128*mib)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: dir
     path: %s
     randread: {interval: 1s, ops: 1, file_size: 32MiB}
     limits:   {bandwidth: 8MiB, min_free: 1MiB}
 `, dir))
 	rec := recordStats(t, dev, 50*time.Millisecond)
-	e := testenv.StartExporter(t, cfg)
+	e := framework.StartExporter(t, cfg)
 	waitLog(t, e, 30*time.Second, "read probe file prepared")
 	rec.Stop()
 	// The file's data, plus a little ext4 metadata and journal.

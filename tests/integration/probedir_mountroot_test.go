@@ -12,6 +12,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // An etcd data directory that is a disk of its own, mounted at the data directory (what
@@ -26,7 +27,7 @@ func TestProbeDirInsideEtcdDataDirectoryOnItsOwnMountIsAccepted(t *testing.T) {
 	if err := os.Mkdir(probeDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: etcd
     path: %s
     probe_dir: %s
@@ -38,9 +39,9 @@ func TestProbeDirInsideEtcdDataDirectoryOnItsOwnMountIsAccepted(t *testing.T) {
 		t.Fatalf("refused (exit %d):\n%s%s", code, out, errOut)
 	}
 
-	etcd := testenv.StartEtcd(t, data, "--logger=zap")
-	e := testenv.StartExporter(t, cfg)
-	f := testenv.WaitMetric(t, e, 30*time.Second, "fdatasync and read samples", func(f families) bool {
+	etcd := framework.StartEtcd(t, data, "--logger=zap")
+	e := framework.StartExporter(t, cfg)
+	f := framework.WaitMetric(t, e, 30*time.Second, "fdatasync and read samples", func(f families) bool {
 		return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "etcd") >= 10 &&
 			metric(f, "diskprobe_read_duration_seconds", "target", "etcd") >= 10
 	})
@@ -100,7 +101,7 @@ func TestProbeDirRefusalsSuggestAnAcceptedDirectory(t *testing.T) {
 	testenv.BindMount(t, sub, bound)
 
 	accepted := func(path, probeDir string) (bool, string) {
-		code, out, errOut := configCheck(t, testenv.WriteConfig(t, fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n", path, probeDir)))
+		code, out, errOut := configCheck(t, framework.WriteConfig(t, fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n", path, probeDir)))
 		return code == 0, out + errOut
 	}
 	if ok, out := accepted(mnt, filepath.Join(mnt, config.ProbeDirName, "deeper")); ok || !strings.Contains(out, "is not directly under") {
@@ -177,7 +178,7 @@ func TestProbeDirUnderABtrfsSubvolumeMountedAtTheDataDirectoryIsAccepted(t *test
 	}
 
 	check := func(probeDir string) (int, string) {
-		code, out, errOut := configCheck(t, testenv.WriteConfig(t, fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n", data, probeDir)))
+		code, out, errOut := configCheck(t, framework.WriteConfig(t, fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n", data, probeDir)))
 		return code, out + errOut
 	}
 	if code, out := check(filepath.Join(data, config.ProbeDirName)); code != 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 func TestProbeDirOnAnotherFilesystemIsRefusedAtLoad(t *testing.T) {
@@ -37,7 +38,7 @@ func TestProbeDirOnAnotherFilesystemIsRefusedAtLoad(t *testing.T) {
 		{"a bind mount of the same filesystem", filepath.Join(fsA, "bound-same"), false},
 		{"a plain directory beside the path", filepath.Join(fsA, "real"), false},
 	} {
-		code, out, errOut := configCheck(t, testenv.WriteConfig(t, fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n", data, c.probeDir)))
+		code, out, errOut := configCheck(t, framework.WriteConfig(t, fmt.Sprintf("targets:\n  - name: etcd\n    path: %s\n    probe_dir: %s\n", data, c.probeDir)))
 		if c.refused {
 			if code == 0 || !strings.Contains(errOut, ":4: targets[0].probe_dir: "+c.probeDir+" is on another filesystem") {
 				t.Errorf("%s: want a refusal naming file, line and field, got exit %d:\n%s%s", c.name, code, out, errOut)
@@ -84,7 +85,7 @@ func TestProbeDirMeasuresThePathsDiskWithoutWritingInIt(t *testing.T) {
 	writeFile(t, filepath.Join(data, "member", "wal"), "not ours")
 	before := listing(t, data, true)
 
-	e := testenv.StartExporter(t, testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	e := framework.StartExporter(t, framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: etcd
     path: %s
     probe_dir: %s
@@ -92,7 +93,7 @@ func TestProbeDirMeasuresThePathsDiskWithoutWritingInIt(t *testing.T) {
     randread: {interval: 1s, ops: 5, file_size: 1MiB}
     limits:   {min_free: 1MiB}
 `, data, beside)))
-	f := testenv.WaitMetric(t, e, 30*time.Second, "fdatasync and read samples", func(f families) bool {
+	f := framework.WaitMetric(t, e, 30*time.Second, "fdatasync and read samples", func(f families) bool {
 		return metric(f, "diskprobe_fdatasync_duration_seconds", "target", "etcd") >= 10 &&
 			metric(f, "diskprobe_read_duration_seconds", "target", "etcd") >= 10
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/probe"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // readSamples is what the read probes of a target have produced so far.
@@ -21,9 +22,9 @@ func readSamples(f families, target string) (randreads, seqBytes float64) {
 
 // waitReadSamples waits until both read probes of target have gone beyond the given
 // counts: randread samples in the histogram and seqread bytes in the counter.
-func waitReadSamples(t *testing.T, e *testenv.Exporter, target string, reads, bytes float64) families {
+func waitReadSamples(t *testing.T, e *framework.Exporter, target string, reads, bytes float64) families {
 	t.Helper()
-	return testenv.WaitMetric(t, e, 30*time.Second, fmt.Sprintf("%s: > %v randread samples and > %v seqread bytes", target, reads, bytes), func(f families) bool {
+	return framework.WaitMetric(t, e, 30*time.Second, fmt.Sprintf("%s: > %v randread samples and > %v seqread bytes", target, reads, bytes), func(f families) bool {
 		r, b := readSamples(f, target)
 		return r > reads && b > bytes
 	})
@@ -44,7 +45,7 @@ func noErrors(t *testing.T, f families, target string, probes ...string) {
 func TestReadProbesNeverWriteToARawDevice(t *testing.T) {
 	dev := testenv.LoopDevice(t, 64*mib)
 	testenv.FillRandom(t, dev, 64*mib)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: raw
     path: %s
     randread: {interval: 1s, ops: 20}
@@ -52,7 +53,7 @@ func TestReadProbesNeverWriteToARawDevice(t *testing.T) {
 `, dev))
 	before := stats(t, dev)
 
-	e := testenv.StartExporter(t, cfg)
+	e := framework.StartExporter(t, cfg)
 	f := waitReadSamples(t, e, "raw", 0, 0)
 	r0, b0 := readSamples(f, "raw")
 	f = waitReadSamples(t, e, "raw", r0+40, b0+16*mib)
@@ -71,14 +72,14 @@ func TestReadProbesNeverWriteToARawDevice(t *testing.T) {
 
 func TestReadProbesRunOnADirectoryTarget(t *testing.T) {
 	_, dir := testenv.LoopExt4(t, 128*mib)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: dir
     path: %s
     randread: {interval: 1s, ops: 20, file_size: 16MiB}
     seqread:  {interval: 1s, bytes: 8MiB}
     limits:   {min_free: 1MiB}
 `, dir))
-	e := testenv.StartExporter(t, cfg)
+	e := framework.StartExporter(t, cfg)
 	waitLog(t, e, 30*time.Second, "read probe file prepared")
 	f := waitReadSamples(t, e, "dir", 0, 0)
 	r0, b0 := readSamples(f, "dir")
@@ -99,7 +100,7 @@ func TestPreparedReadFileHasNoHolesAndIsReusedAfterRestart(t *testing.T) {
 		t.Fatalf("SEEK_HOLE on a fallocated file found its first hole at %d of %d; want 0: it cannot detect unwritten extents here", hole, size)
 	}
 
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: dir
     path: %s
     randread: {interval: 1s, ops: 10, file_size: 16MiB}
@@ -107,9 +108,9 @@ func TestPreparedReadFileHasNoHolesAndIsReusedAfterRestart(t *testing.T) {
 `, dir))
 	file := filepath.Join(dir, probe.DirName, "read.probe")
 
-	e := testenv.StartExporter(t, cfg)
+	e := framework.StartExporter(t, cfg)
 	waitLog(t, e, 30*time.Second, "read probe file prepared")
-	f := testenv.WaitMetric(t, e, 15*time.Second, "randread samples", func(f families) bool {
+	f := framework.WaitMetric(t, e, 15*time.Second, "randread samples", func(f families) bool {
 		return metric(f, "diskprobe_read_duration_seconds", "target", "dir") > 0
 	})
 	if hole, size := testenv.FirstHole(t, file); size != probe.HeaderSize+16*mib || hole != size {
@@ -122,9 +123,9 @@ func TestPreparedReadFileHasNoHolesAndIsReusedAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e = testenv.StartExporter(t, cfg)
+	e = framework.StartExporter(t, cfg)
 	waitLog(t, e, 30*time.Second, "reusing the prepared read probe file")
-	testenv.WaitMetric(t, e, 15*time.Second, "randread samples after the restart", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "randread samples after the restart", func(f families) bool {
 		return metric(f, "diskprobe_read_duration_seconds", "target", "dir") > 0
 	})
 	st2, err := os.Stat(file)
@@ -146,13 +147,13 @@ func TestDeviceContextSeesOtherReadersOnly(t *testing.T) {
 	testenv.RequireTools(t, "dd")
 	dev := testenv.LoopDevice(t, 64*mib)
 	testenv.FillRandom(t, dev, 64*mib)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: raw
     path: %s
     randread: {interval: 1s, ops: 50}
 `, dev))
-	e := testenv.StartExporter(t, cfg)
-	testenv.WaitMetric(t, e, 15*time.Second, "device context", func(f families) bool {
+	e := framework.StartExporter(t, cfg)
+	framework.WaitMetric(t, e, 15*time.Second, "device context", func(f families) bool {
 		return hasMetric(f, "diskprobe_device_other_iops", "target", "raw")
 	})
 
@@ -182,12 +183,12 @@ func TestDeviceContextSeesOtherReadersOnly(t *testing.T) {
 
 // sampleDeviceContext collects n fresh values of the device context gauges of target:
 // a value is taken each time a new round changed either gauge, or after 1.5 s.
-func sampleDeviceContext(t *testing.T, e *testenv.Exporter, target string, n int) (iops, busy []float64) {
+func sampleDeviceContext(t *testing.T, e *framework.Exporter, target string, n int) (iops, busy []float64) {
 	t.Helper()
 	runs := func(f families) float64 { return metric(f, "diskprobe_probe_runs_total", "target", target) }
 	last := runs(e.MustScrape())
 	for len(iops) < n {
-		f := testenv.WaitMetric(t, e, 10*time.Second, "a new round", func(f families) bool { return runs(f) > last })
+		f := framework.WaitMetric(t, e, 10*time.Second, "a new round", func(f families) bool { return runs(f) > last })
 		last = runs(f)
 		iops = append(iops, metric(f, "diskprobe_device_other_iops", "target", target))
 		busy = append(busy, metric(f, "diskprobe_device_busy_ratio", "target", target))
@@ -251,7 +252,7 @@ func TestDeviceContextLeavesOutTheProbersOwnWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: a
     path: %s/a
     fsync:    {interval: 1s, ops: 10, file_size: 16MiB}
@@ -262,7 +263,7 @@ func TestDeviceContextLeavesOutTheProbersOwnWrites(t *testing.T) {
     fsync:    {interval: 1s, ops: 10, file_size: 16MiB}
     limits:   {min_free: 1MiB}
 `, dir, dir))
-	e := testenv.StartExporter(t, cfg)
+	e := framework.StartExporter(t, cfg)
 	waitLog(t, e, 30*time.Second, "read probe file prepared")
 	for _, target := range []string{"a", "b"} {
 		iops, busy := sampleDeviceContext(t, e, target, 6)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // configCheck runs `diskprobe_exporter --config.check` and returns its exit code and output.
@@ -48,7 +49,7 @@ func mountTmpfs(t *testing.T) string {
 
 func TestTmpfsTargetRefusedAtConfigLoad(t *testing.T) {
 	dir := mountTmpfs(t)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: ok
     path: %s
     fsync: {}
@@ -75,7 +76,7 @@ func TestWriteProbesRefusedOnTmpfsWithWordsAboutFdatasync(t *testing.T) {
 	dir := mountTmpfs(t)
 	for _, probe := range []string{"fsync", "seqwrite"} {
 		t.Run(probe, func(t *testing.T) {
-			cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+			cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: ok
     path: %s
     fsync: {}
@@ -92,7 +93,7 @@ func TestWriteProbesRefusedOnTmpfsWithWordsAboutFdatasync(t *testing.T) {
 				t.Errorf("--config.check on %s on tmpfs said:\n%s\nwant a line with %q and no word of read probes", probe, stderr, want)
 			}
 			// The daemon refuses to start on it too.
-			out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+testenv.FreePort(t)).CombinedOutput()
+			out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+framework.FreePort(t)).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), want) {
 				t.Errorf("the exporter started with %s on tmpfs (err %v):\n%s", probe, err, out)
 			}
@@ -109,7 +110,7 @@ func TestWriteProbesRefusedOnTmpfsWithWordsAboutFdatasync(t *testing.T) {
 func TestConfigCheckReportsEveryErrorOfTheFileAtOnce(t *testing.T) {
 	ram := mountTmpfs(t)
 	data := t.TempDir()
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: etcd
     path: %[1]s
   - name: gone
@@ -150,7 +151,7 @@ func TestConfigCheckReportsEveryErrorOfTheFileAtOnce(t *testing.T) {
 		t.Fatalf("--config.check: exit %d, want 1:\n%s%s", code, stdout, stderr)
 	}
 	check("--config.check", stderr)
-	out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+testenv.FreePort(t)).CombinedOutput()
+	out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+framework.FreePort(t)).CombinedOutput()
 	if err == nil {
 		t.Fatalf("the exporter started:\n%s", out)
 	}
@@ -161,7 +162,7 @@ func TestWriteProbesRefusedOnABlockDevice(t *testing.T) {
 	dev := testenv.LoopDevice(t, 16*mib)
 	for _, probe := range []string{"fsync", "seqwrite"} {
 		t.Run(probe, func(t *testing.T) {
-			cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+			cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: raw
     path: %s
     randread: {}
@@ -177,7 +178,7 @@ func TestWriteProbesRefusedOnABlockDevice(t *testing.T) {
 				t.Errorf("--config.check said:\n%s\nwant %q", stderr, want)
 			}
 			// And the daemon itself refuses to start on it.
-			out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+testenv.FreePort(t)).CombinedOutput()
+			out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+framework.FreePort(t)).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), want) {
 				t.Errorf("the exporter started on a config with %s on a block device (err %v):\n%s", probe, err, out)
 			}
@@ -192,7 +193,7 @@ func TestTargetInfoNamesTheBlockDevice(t *testing.T) {
 	ext4Dev, ext4Dir := testenv.LoopExt4(t, 64*mib)
 	disk, part := testenv.PartitionedLoopDevice(t, 64*mib)
 	partDir := testenv.MountExt4(t, part)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: file_on_loop
     path: %s
     fsync: {interval: 1h, ops: 1, file_size: 1MiB}
@@ -208,7 +209,7 @@ func TestTargetInfoNamesTheBlockDevice(t *testing.T) {
     path: %s
     randread: {interval: 1h, ops: 1}
 `, ext4Dir, partDir, part, disk))
-	e := testenv.StartExporter(t, cfg)
+	e := framework.StartExporter(t, cfg)
 	f := e.MustScrape()
 	base := filepath.Base
 	for _, want := range []map[string]string{
@@ -223,12 +224,12 @@ func TestTargetInfoNamesTheBlockDevice(t *testing.T) {
 			parent = base(disk)
 		}
 		want["rotational"] = sysfsAttr(t, parent, "queue/rotational")
-		if v, ok := testenv.Value(f, "diskprobe_target_info", want); !ok || v != 1 {
+		if v, ok := framework.Value(f, "diskprobe_target_info", want); !ok || v != 1 {
 			t.Errorf("no diskprobe_target_info %v = 1; exposed:\n%s", want, describe(f, "diskprobe_target_info"))
 		}
 	}
 	// The targets do run on the devices they were resolved to.
-	testenv.WaitMetric(t, e, 15*time.Second, "one round on every target", func(f families) bool {
+	framework.WaitMetric(t, e, 15*time.Second, "one round on every target", func(f families) bool {
 		return metric(f, "diskprobe_probe_runs_total", "target", "raw_disk") > 0 &&
 			metric(f, "diskprobe_probe_runs_total", "target", "raw_partition") > 0 &&
 			metric(f, "diskprobe_probe_runs_total", "target", "file_on_partition") > 0

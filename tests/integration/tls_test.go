@@ -22,7 +22,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestTLSAndBasicAuthEndToEnd serves the exporter with exporter-toolkit's web config: a
@@ -66,13 +66,13 @@ basic_auth_users:
 	}
 
 	data := t.TempDir()
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: quiet
     path: %s
     fsync: {interval: 1s, ops: 1, block_size: 4KiB, file_size: 1MiB}
     limits: {min_free: 0}
 `, data))
-	e := testenv.StartExporterWith(t, cfg, testenv.ExporterOptions{
+	e := framework.StartExporterWith(t, cfg, framework.ExporterOptions{
 		Args: []string{"--web.config.file=" + webConfig},
 		Ready: func(addr string) bool {
 			code, _, err := get("GET", "https://"+addr+"/-/ready", "prometheus", password)

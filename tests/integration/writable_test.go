@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // What forgetting the ReadWritePaths= drop-in does: the unit's ProtectSystem=strict
@@ -31,7 +32,7 @@ func TestConfigCheckRefusesAProbeDirOnAReadOnlyMount(t *testing.T) {
 	// A read-only view of the same filesystem, as systemd's ProtectSystem=strict gives one.
 	testenv.BindMount(t, data, ro)
 	testenv.Run(t, "mount", "-o", "remount,bind,ro", ro)
-	cfg := testenv.WriteConfig(t, fmt.Sprintf(`targets:
+	cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: whole
     path: %[1]s
   - name: etcd
@@ -58,7 +59,7 @@ func TestConfigCheckRefusesAProbeDirOnAReadOnlyMount(t *testing.T) {
 	if strings.Contains(stderr, "targets[2]") {
 		t.Errorf("the writable target was refused:\n%s", stderr)
 	}
-	out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+testenv.FreePort(t)).CombinedOutput()
+	out, err := exec.Command(testenv.Binary(t), "--config.file="+cfg, "--web.listen-address="+framework.FreePort(t)).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), want[0]) || !strings.Contains(string(out), want[1]) {
 		t.Errorf("the exporter started on a read-only probe directory (err %v):\n%s", err, out)
 	}
@@ -114,7 +115,7 @@ func TestConfigCheckRefusesADirectoryTheServiceUserCannotWrite(t *testing.T) {
 `, mine, roots, etcd, probes, stale)), 0o644))
 	was := listing(t, base, true)
 
-	cmd := exec.Command(testenv.BinaryForUser(t, testenv.Binary(t)), "--config.file="+cfg, "--config.check")
+	cmd := exec.Command(framework.BinaryForUser(t, testenv.Binary(t)), "--config.file="+cfg, "--config.check")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
 	cmd.Dir = "/"
 	var stdout, stderr strings.Builder

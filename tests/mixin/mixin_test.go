@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 type output struct {
@@ -164,7 +165,7 @@ func TestMixinConfigReachesTheRules(t *testing.T) {
 
 // TestMixinOutputPassesPromtool: what the mixin renders loads into Prometheus 2.42 and 3.
 func TestMixinOutputPassesPromtool(t *testing.T) {
-	servers := testenv.PrometheusServers(t)
+	servers := framework.PrometheusServers(t)
 	out := evaluate(t, `{alertLabels: {team: 'storage'}}`)
 	all := ruleFile{Groups: append(out.Rules.Groups, out.Alerts.Groups...)}
 	data, err := yaml.Marshal(all)

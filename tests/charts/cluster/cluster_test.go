@@ -1,8 +1,13 @@
-// Package cluster installs the chart on a real single-node Kubernetes (tests/internal/k8senv) with
-// the image `make image` builds, and checks what rendering cannot: scheduling onto a tainted
-// control-plane node, the kubelet creating the probe directories, readiness through /-/ready,
-// a rolling upgrade, a hung target, the example check Job, uninstall, and prometheus-operator
-// turning the chart's ServiceMonitor and PrometheusRule into a scrape job and rules.
+// Package cluster installs the chart on a real Kubernetes of three control-plane nodes
+// (tests/internal/k8senv: three kubelets, each with its own network, its own /var/lib disk
+// and its own containerd) with the image `make image` builds, and checks what rendering cannot:
+// the README's install as kube-prometheus-stack's Prometheus sees it on three etcd members (a
+// rolling upgrade one node at a time, one member's slowed disk apart from the others, the
+// cleanup of every node after uninstall; beside it a PodMonitor over TLS), a Prometheus
+// without the operator scraping a default-deny namespace through the chart's NetworkPolicy,
+// Pod Security baseline and the documented fix, the check of every control-plane node in one
+// command, an etcd disk of its own, a raw block device, a hung target, and an upgrade reusing
+// the node's probe files.
 //
 // Root only, skipped under -short; one cluster for the whole package. There is no kube-proxy:
 // pods are reached at their pod IP from the host.
@@ -28,9 +33,12 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 	"github.com/diskprobe/diskprobe_exporter/tests/internal/k8senv"
 )
 
@@ -46,14 +54,14 @@ var chartDir = func() string {
 const (
 	// metricsPort is the chart's containerPort.
 	metricsPort = "10052"
-	// etcdDir and etcdProbeDir are the etcd preset's paths on the node.
+	// etcdDir and etcdProbeDir are the etcd preset's paths on a node.
 	etcdDir      = "/var/lib/etcd"
 	etcdProbeDir = "/var/lib/diskprobe-etcd"
 )
 
 func TestMain(m *testing.M) {
 	start := time.Now()
-	code := k8senv.Main(m)
+	code := k8senv.Main(m, k8senv.MaxNodes)
 	if k8senv.BringUp > 0 {
 		fmt.Fprintf(os.Stderr, "cluster tests: bring-up %v, teardown %v, package %v\n",
 			k8senv.BringUp.Round(100*time.Millisecond), k8senv.TeardownTime.Round(100*time.Millisecond), time.Since(start).Round(time.Second))
@@ -65,50 +73,56 @@ func TestMain(m *testing.M) {
 type env struct {
 	c    *k8senv.Cluster
 	helm string
-	tag  string // the chart's appVersion, which the image is tagged with
+	// tag is the development tag `make image` built the image under, which every install
+	// passes as image.tag (a development build never carries the release's tag); nextTag
+	// is the same image under another tag, a new version to upgrade to.
+	tag, nextTag string
+	// images are the references the rendered chart asks for with tag and nextTag, as the
+	// kubelet normalizes them, each imported into every node.
+	image, nextImage string
 }
 
 var (
 	imageOnce sync.Once
 	imageErr  error
+	images    [2]string
 )
 
 func setup(t *testing.T) *env {
 	t.Helper()
 	testenv.RequireRoot(t)
-	testenv.RequireTools(t, "make", "containerd", "ctr", "runc", "etcd")
-	e := &env{helm: testenv.Helm(t), tag: appVersion(t)}
-	e.c = k8senv.Get(t, testenv.ToolDir(t, "k8s"))
-	imageOnce.Do(func() { imageErr = importImage(e) })
+	testenv.RequireTools(t, "make", "containerd", "ctr", "runc", "etcd", "nsenter", "unshare", "losetup", "mkfs.ext4")
+	v := chartVersion(t)
+	e := &env{helm: framework.Helm(t), tag: v + "-dev.clustertest", nextTag: v + "-dev.clustertest.2"}
+	e.c = k8senv.Get(t, framework.ToolDir(t, "k8s"))
+	imageOnce.Do(func() { imageErr = importImage(t, e) })
 	if imageErr != nil {
 		t.Fatal(imageErr)
 	}
+	e.image, e.nextImage = images[0], images[1]
 	return e
 }
 
-func appVersion(t *testing.T) string {
+// chartVersion is the chart's version (and appVersion: tests/charts holds them equal).
+func chartVersion(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command(testenv.Helm(t), "show", "chart", chartDir).Output()
+	out, err := exec.Command(framework.Helm(t), "show", "chart", chartDir).Output()
 	if err != nil {
 		t.Fatalf("helm show chart %s: %v", chartDir, err)
 	}
-	data := out
-	if err != nil {
-		t.Fatal(err)
-	}
 	var chart struct {
-		AppVersion string `yaml:"appVersion"`
+		Version string `yaml:"version"`
 	}
-	if err := yaml.Unmarshal(data, &chart); err != nil || chart.AppVersion == "" {
-		t.Fatalf("Chart.yaml: no appVersion (%v)", err)
+	if err := yaml.Unmarshal(out, &chart); err != nil || chart.Version == "" {
+		t.Fatalf("Chart.yaml: no version (%v)", err)
 	}
-	return chart.AppVersion
+	return chart.Version
 }
 
-// importImage builds the image with `make image`, tagged with the chart's appVersion, and
-// imports it as docker.io/library/diskprobe-exporter:<tag>: the name the chart's default
-// image (repository diskprobe-exporter, tag the appVersion) normalizes to.
-func importImage(e *env) error {
+// importImage builds the image with `make image` under the development tag and imports it
+// into every node under the exact reference the rendered chart asks for with that tag (and
+// with the next one).
+func importImage(t *testing.T, e *env) error {
 	dist, err := os.MkdirTemp("", "diskprobe-k8s-image")
 	if err != nil {
 		return err
@@ -119,35 +133,76 @@ func importImage(e *env) error {
 	if err != nil {
 		return fmt.Errorf("make image: %v\n%s", err, out)
 	}
-	archive := filepath.Join(dist, "diskprobe-exporter-"+e.tag+".oci.tar")
-	if err := e.c.ImportImage(archive, "docker.io/library/diskprobe-exporter:"+e.tag); err != nil {
-		return err
+	archives, _ := filepath.Glob(filepath.Join(dist, "*.oci.tar"))
+	if len(archives) != 1 {
+		return fmt.Errorf("make image wrote %v to %s, want one .oci.tar", archives, dist)
 	}
-	fmt.Fprintf(os.Stderr, "cluster tests: make image and import: %v\n", time.Since(start).Round(100*time.Millisecond))
+	for i, tag := range []string{e.tag, e.nextTag} {
+		ref, err := renderedImage(e, tag)
+		if err != nil {
+			return err
+		}
+		images[i] = normalizeImage(ref)
+		if err := e.c.ImportImage(archives[0], images[i]); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "cluster tests: make image and import into %d nodes: %v\n", len(e.c.Nodes), time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
 
-// tolerateControlPlane lets the pods of values other than the etcd preset (which tolerates
-// it itself) onto the cluster's only node, tainted like a kubeadm control plane.
-const tolerateControlPlane = `tolerations:
+// renderedImage is the image the chart's DaemonSet asks for with image.tag=tag.
+func renderedImage(e *env, tag string) (string, error) {
+	out, err := exec.Command(e.helm, "template", "probe", chartDir, "--set", "image.tag="+tag, "--show-only", "templates/daemonset.yaml").Output()
+	if err != nil {
+		return "", fmt.Errorf("helm template: %v", err)
+	}
+	var ds appsv1.DaemonSet
+	if err := sigsyaml.Unmarshal(out, &ds); err != nil {
+		return "", err
+	}
+	return ds.Spec.Template.Spec.Containers[0].Image, nil
+}
+
+// normalizeImage is the reference containerd's CRI looks up for a pod's image: a name with no
+// registry is Docker Hub's, in library/ when it has no path.
+func normalizeImage(ref string) string {
+	first, rest, found := strings.Cut(ref, "/")
+	if found && (strings.ContainsAny(first, ".:") || first == "localhost") {
+		return ref
+	}
+	if !found {
+		return "docker.io/library/" + first
+	}
+	return "docker.io/" + first + "/" + rest
+}
+
+// onNode pins a release's pods to one node, tolerating its control-plane taint (the etcd preset
+// tolerates it itself).
+func onNode(n *k8senv.Node) string {
+	return fmt.Sprintf(`nodeSelector:
+  kubernetes.io/hostname: %s
+tolerations:
   - {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}
-`
+`, n.Name)
+}
 
 // release is one helm release in a namespace of its own.
 type release struct {
 	e         *env
 	name, ns  string
 	valueArgs []string
+	notes     string // what helm install printed
 }
 
-// install runs helm install with the values files (paths, or YAML text written to a file)
-// and waits for the DaemonSet's pods to be Ready unless noWait. The release, its
-// namespace and every object in it are removed in cleanup. Nothing sets image.tag: the
-// chart's default must name the image `make image` built.
+// install creates the namespace (labelled for Pod Security privileged, as documented), runs
+// helm install with the values files (paths, or YAML text written to a file) and waits for
+// the DaemonSet's pods to be Ready unless noWait. The release, its namespace and every object
+// in it are removed in cleanup.
 func (e *env) install(t *testing.T, name string, noWait bool, values ...string) *release {
 	t.Helper()
 	r := &release{e: e, name: name, ns: "dp-" + name}
-	r.valueArgs = []string{"--set", "image.pullPolicy=Never"}
+	r.valueArgs = []string{"--set", "image.tag=" + e.tag}
 	for i, v := range values {
 		if strings.Contains(v, "\n") {
 			p := filepath.Join(t.TempDir(), fmt.Sprintf("values-%d.yaml", i))
@@ -158,18 +213,32 @@ func (e *env) install(t *testing.T, name string, noWait bool, values ...string) 
 		}
 		r.valueArgs = append(r.valueArgs, "-f", v)
 	}
+	// The namespace goes after the release (cleanups run last first).
+	e.namespace(t, r.ns, "privileged")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("pods:\n%s", r.describe())
 		}
 		r.uninstall(t)
 	})
-	args := append([]string{"install", name, chartDir, "-n", r.ns, "--create-namespace"}, r.valueArgs...)
+	args := append([]string{"install", name, chartDir, "-n", r.ns}, r.valueArgs...)
 	if !noWait {
 		args = append(args, "--wait", "--timeout", "3m")
 	}
-	r.helm(t, args...)
+	r.notes = r.helm(t, args...)
 	return r
+}
+
+// namespace creates a namespace enforcing the Pod Security level, deleted in cleanup.
+func (e *env) namespace(t *testing.T, ns, level string) {
+	t.Helper()
+	e.c.Kubectl(t, "create", "namespace", ns)
+	t.Cleanup(func() {
+		if out, err := e.c.KubectlErr("delete", "namespace", ns, "--wait=true", "--timeout=2m", "--ignore-not-found"); err != nil {
+			t.Errorf("deleting namespace %s: %v\n%s", ns, err, out)
+		}
+	})
+	e.c.Kubectl(t, "label", "namespace", ns, "pod-security.kubernetes.io/enforce="+level)
 }
 
 func (r *release) helm(t *testing.T, args ...string) string {
@@ -183,25 +252,21 @@ func (r *release) helm(t *testing.T, args ...string) string {
 }
 
 func (r *release) describe() string {
-	out, _ := r.e.c.KubectlErr("-n", r.ns, "describe", "pods")
-	logs, _ := r.e.c.KubectlErr("-n", r.ns, "logs", "-l", "app.kubernetes.io/instance="+r.name, "--tail=40", "--all-containers")
+	out, _ := r.e.c.KubectlErr("-n", r.ns, "describe", "daemonset,pods")
+	logs, _ := r.e.c.KubectlErr("-n", r.ns, "logs", "-l", "app.kubernetes.io/instance="+r.name, "--tail=40", "--all-containers", "--prefix")
 	ev, _ := r.e.c.KubectlErr("-n", r.ns, "get", "events", "--sort-by=.lastTimestamp")
 	return out + "\nlogs:\n" + logs + "\nevents:\n" + ev
 }
 
 // namespacedKinds are every namespaced kind the chart makes.
-var namespacedKinds = "daemonsets,pods,configmaps,services,serviceaccounts,secrets,servicemonitors.monitoring.coreos.com,podmonitors.monitoring.coreos.com,prometheusrules.monitoring.coreos.com"
+var namespacedKinds = "daemonsets,pods,configmaps,services,serviceaccounts,secrets,networkpolicies,servicemonitors.monitoring.coreos.com,podmonitors.monitoring.coreos.com,prometheusrules.monitoring.coreos.com"
 
-// uninstall removes the release and waits until none of its objects and pods is left,
-// then deletes the namespace.
+// uninstall removes the release and waits until none of its objects and pods is left.
 func (r *release) uninstall(t *testing.T) {
 	t.Helper()
 	c := r.e.c
 	if out, err := exec.Command(r.e.helm, "uninstall", r.name, "-n", r.ns, "--wait", "--timeout", "2m", "--kubeconfig", c.Kubeconfig).CombinedOutput(); err != nil && !strings.Contains(string(out), "not found") {
 		t.Errorf("helm uninstall %s: %v\n%s", r.name, err, out)
-	}
-	if out, err := c.KubectlErr("delete", "namespace", r.ns, "--wait=true", "--timeout=2m", "--ignore-not-found"); err != nil {
-		t.Errorf("deleting namespace %s: %v\n%s", r.ns, err, out)
 	}
 }
 
@@ -225,24 +290,35 @@ func podReady(p corev1.Pod) bool {
 	return false
 }
 
+// runningPods waits for n pods of the release running with an IP, and returns them by node.
+func (r *release) runningPods(t *testing.T, n int) map[string]corev1.Pod {
+	t.Helper()
+	byNode := map[string]corev1.Pod{}
+	testenv.WaitFor(t, 3*time.Minute, fmt.Sprintf("%d pods of the release running with a pod IP", n), func() bool {
+		pods := r.pods(t)
+		byNode = map[string]corev1.Pod{}
+		for _, p := range pods {
+			if p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				byNode[p.Spec.NodeName] = p
+			}
+		}
+		return len(pods) == n && len(byNode) == n
+	})
+	return byNode
+}
+
 // onePod waits for the release's single pod to be running with an IP and returns it.
 func (r *release) onePod(t *testing.T) corev1.Pod {
 	t.Helper()
-	var pod corev1.Pod
-	testenv.WaitFor(t, 3*time.Minute, "the release's pod running with a pod IP", func() bool {
-		pods := r.pods(t)
-		if len(pods) != 1 || pods[0].Status.PodIP == "" || pods[0].Status.Phase != corev1.PodRunning {
-			return false
-		}
-		pod = pods[0]
-		return true
-	})
-	return pod
+	for _, p := range r.runningPods(t, 1) {
+		return p
+	}
+	panic("unreachable")
 }
 
 // exporter is the pod's exporter, reached at its pod IP.
-func exporter(p corev1.Pod) *testenv.Exporter {
-	return &testenv.Exporter{Addr: p.Status.PodIP + ":" + metricsPort}
+func exporter(p corev1.Pod) *framework.Exporter {
+	return &framework.Exporter{Addr: p.Status.PodIP + ":" + metricsPort}
 }
 
 // ready is the status /-/ready answers at the pod.
@@ -266,52 +342,9 @@ func waitSamples(t *testing.T, p corev1.Pod, metric, target string, n float64) {
 		if err != nil {
 			return false
 		}
-		v, _ := testenv.Value(f, metric, map[string]string{"target": target})
+		v, _ := framework.Value(f, metric, map[string]string{"target": target})
 		return v >= n
 	})
-}
-
-// hostEtcd gives the node a /var/lib/etcd like kubeadm's (mode 0700, a file inside) for the
-// test and puts back what was there. A directory holding anything (a real etcd's data) is
-// never used: the test refuses, loudly. Debian's etcd-server package leaves an empty one.
-func hostEtcd(t *testing.T) {
-	t.Helper()
-	if out, _ := exec.Command("findmnt", "-rn", etcdDir).Output(); len(out) > 0 {
-		t.Fatalf("%s is a mount point on this machine: refusing to run over it", etcdDir)
-	}
-	if _, err := os.Stat(etcdProbeDir); err == nil {
-		t.Fatalf("%s exists on this machine: refusing to run over it (remove it if it is a test's leftover)", etcdProbeDir)
-	}
-	fi, err := os.Stat(etcdDir)
-	switch {
-	case err == nil:
-		entries, err := os.ReadDir(etcdDir)
-		if err != nil || len(entries) > 0 {
-			t.Fatalf("%s holds %d entries (%v): it may be a real etcd's data directory; refusing to touch it", etcdDir, len(entries), err)
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		mode, uid, gid := fi.Mode().Perm(), int(st.Uid), int(st.Gid)
-		k8senv.Cleanup(t, func() {
-			entries, _ := os.ReadDir(etcdDir)
-			for _, e := range entries {
-				os.RemoveAll(filepath.Join(etcdDir, e.Name()))
-			}
-			_ = os.Chmod(etcdDir, mode)
-			_ = os.Chown(etcdDir, uid, gid)
-		})
-	case os.IsNotExist(err):
-		if err := os.Mkdir(etcdDir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		k8senv.Cleanup(t, func() { os.RemoveAll(etcdDir) })
-	default:
-		t.Fatal(err)
-	}
-	if err := os.Chmod(etcdDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Chown(etcdDir, 0, 0)
-	fillEtcdDir(t, etcdDir)
 }
 
 // fillEtcdDir puts what etcd would keep in its data directory (member/wal, member/snap).
@@ -330,7 +363,22 @@ func fillEtcdDir(t *testing.T, dir string) {
 	}
 }
 
-// tree is a directory's listing: each entry's path, mode, owner, size and content hash.
+// etcdMember gives each node's /var/lib/etcd (its disk's, mode 0700 like kubeadm's) what a
+// member keeps there, emptied again in cleanup, and returns each one's listing.
+func etcdMembers(t *testing.T, e *env) map[string]string {
+	t.Helper()
+	trees := map[string]string{}
+	for _, n := range e.c.Nodes {
+		dir := n.Path(etcdDir)
+		fillEtcdDir(t, dir)
+		k8senv.Cleanup(t, func() { _ = os.RemoveAll(filepath.Join(dir, "member")) })
+		trees[n.Name] = tree(t, dir)
+	}
+	return trees
+}
+
+// tree is a directory's listing: each entry's path (from dir), mode, owner, size and content
+// hash.
 func tree(t *testing.T, dir string) string {
 	t.Helper()
 	var lines []string
@@ -343,7 +391,8 @@ func tree(t *testing.T, dir string) string {
 			return err
 		}
 		st := fi.Sys().(*syscall.Stat_t)
-		line := fmt.Sprintf("%s %v %d:%d %d", p, fi.Mode(), st.Uid, st.Gid, fi.Size())
+		rel, _ := filepath.Rel(dir, p)
+		line := fmt.Sprintf("%s %v %d:%d %d", rel, fi.Mode(), st.Uid, st.Gid, fi.Size())
 		if fi.Mode().IsRegular() {
 			data, err := os.ReadFile(p)
 			if err != nil {
@@ -362,8 +411,42 @@ func tree(t *testing.T, dir string) string {
 	return strings.Join(lines, "\n")
 }
 
-// removeAfter removes dir in cleanup: the probe directories the kubelet creates stay on the
-// node after uninstall (README says so), and a test must not leave them.
+// removeAfter removes dir in cleanup: a test must not leave the probe directories the kubelet
+// creates (the cleanup Job is tested where it is documented).
 func removeAfter(t *testing.T, dir string) {
 	k8senv.Cleanup(t, func() { os.RemoveAll(dir) })
+}
+
+// apply applies a manifest.
+func apply(t *testing.T, e *env, ns, manifest string) {
+	t.Helper()
+	args := []string{"apply", "-f", "-"}
+	if ns != "" {
+		args = append([]string{"-n", ns}, args...)
+	}
+	cmd := exec.Command(filepath.Join(e.c.BinDir, "kubectl"), append([]string{"--kubeconfig", e.c.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(manifest)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s\n%s", err, out, manifest)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func port(addr string) string { return addr[strings.LastIndex(addr, ":")+1:] }
+
+// nodeNames are the cluster's nodes' names, sorted.
+func nodeNames(e *env) []string {
+	var names []string
+	for _, n := range e.c.Nodes {
+		names = append(names, n.Name)
+	}
+	sort.Strings(names)
+	return names
 }

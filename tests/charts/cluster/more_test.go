@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/tests/internal/k8senv"
@@ -23,30 +19,32 @@ import (
 
 // TestEtcdPresetOnMountedEtcdDiskRefusedOrWritingInsideEtcdData runs the etcd preset with the
 // alternative it documents for a disk of its own mounted at /var/lib/etcd (a loop device,
-// ext4): probe_dir directly under the mount point. The pod must be Ready and serve
-// fdatasync samples, the kubelet must create the probe directory under the mount point,
-// and nothing else on that disk may change.
+// ext4, mounted over the first node's /var/lib/etcd): probe_dir directly under the mount
+// point. The pod must be Ready and serve fdatasync samples, the kubelet must create the probe
+// directory under the mount point, and nothing else on that disk may change.
 func TestEtcdPresetOnMountedEtcdDiskRefusedOrWritingInsideEtcdData(t *testing.T) {
 	e := setup(t)
-	testenv.RequireTools(t, "mkfs.ext4", "findmnt")
-	hostEtcd(t) // the empty directory the disk is mounted over, put back afterwards
+	node := e.c.Nodes[0]
 	// Room for the preset's defaults: a 1 GiB free-space floor and a 256 MiB read file.
 	dev := testenv.LoopDevice(t, 2<<30)
 	testenv.Run(t, "mkfs.ext4", "-q", "-F", dev)
-	testenv.Run(t, "mount", dev, etcdDir)
+	if out, err := node.Exec("mount", dev, etcdDir); err != nil {
+		t.Fatalf("mount %s on %s's %s: %v: %s", dev, node.Name, etcdDir, err, out)
+	}
 	k8senv.Cleanup(t, func() {
-		if err := syscall.Unmount(etcdDir, 0); err != nil {
-			t.Errorf("umount %s: %v", etcdDir, err)
+		if out, err := node.Exec("umount", etcdDir); err != nil {
+			t.Errorf("umount %s on %s: %v: %s", etcdDir, node.Name, err, out)
 		}
 	})
-	if err := os.Chmod(etcdDir, 0o700); err != nil {
+	dir := node.Path(etcdDir)
+	if err := os.Chmod(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	fillEtcdDir(t, etcdDir)
+	fillEtcdDir(t, dir)
 	probeDir := filepath.Join(etcdDir, "diskprobe")
-	before := tree(t, etcdDir)
+	before := tree(t, dir)
 
-	r := e.install(t, "etcdmount", false, chartDir+"/values-etcd.yaml", `config:
+	r := e.install(t, "etcdmount", false, chartDir+"/values-etcd.yaml", onNode(node), `config:
   targets:
     - name: etcd
       path: /var/lib/etcd
@@ -60,14 +58,14 @@ func TestEtcdPresetOnMountedEtcdDiskRefusedOrWritingInsideEtcdData(t *testing.T)
 		t.Errorf("/-/ready answered %d (%v), want 200", code, err)
 	}
 	waitSamples(t, pod, "diskprobe_fdatasync_duration_seconds", "etcd", 1)
-	if _, err := os.Stat(filepath.Join(probeDir, ".diskprobe")); err != nil {
+	if _, err := os.Stat(filepath.Join(node.Path(probeDir), ".diskprobe")); err != nil {
 		t.Errorf("no probe files under the mount point's %s: %v", probeDir, err)
 	}
 	r.uninstall(t)
-	if err := os.RemoveAll(probeDir); err != nil {
+	if err := os.RemoveAll(node.Path(probeDir)); err != nil {
 		t.Fatal(err)
 	}
-	if after := tree(t, etcdDir); after != before {
+	if after := tree(t, dir); after != before {
 		t.Errorf("the etcd disk changed beyond %s:\nbefore:\n%s\nafter:\n%s", probeDir, before, after)
 	}
 }
@@ -79,7 +77,7 @@ func TestRawDeviceTargetDeniedByDeviceCgroup(t *testing.T) {
 	dev := testenv.LoopDevice(t, 64<<20)
 	testenv.FillRandom(t, dev, 8<<20)
 	sum := sha256File(t, dev)
-	r := e.install(t, "rawdev", false, tolerateControlPlane, fmt.Sprintf(`config:
+	r := e.install(t, "rawdev", false, onNode(e.c.Nodes[0]), fmt.Sprintf(`config:
   targets:
     - name: loop
       path: %s
@@ -121,7 +119,7 @@ func TestUpgradeRollsPodsTogetherOrReprobesFromScratch(t *testing.T) {
       limits:   {min_free: 1MiB}
 `, dirA, dirB, bInterval)
 	}
-	r := e.install(t, "upgrade", false, tolerateControlPlane, values("1s"))
+	r := e.install(t, "upgrade", false, onNode(e.c.Nodes[0]), values("1s"))
 	old := r.onePod(t)
 	waitSamples(t, old, "diskprobe_read_duration_seconds", "a", 5)
 	readProbe := filepath.Join(dirA, ".diskprobe", "read.probe")
@@ -245,14 +243,21 @@ func TestUpgradeRollsPodsTogetherOrReprobesFromScratch(t *testing.T) {
 func TestHungTargetPodReadyOrNotScrapeable(t *testing.T) {
 	e := setup(t)
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
+	// The nodes see host mounts made after bring-up only under SharedDir.
+	dir, err := os.MkdirTemp(k8senv.SharedDir, "hung")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k8senv.Cleanup(t, func() { _ = os.Remove(dir) })
+	testenv.BindMount(t, h.Dir, dir)
 	h.Hang(testenv.OpStatfs)
-	r := e.install(t, "hung", true, tolerateControlPlane, fmt.Sprintf(`config:
+	r := e.install(t, "hung", true, onNode(e.c.Nodes[0]), fmt.Sprintf(`config:
   targets:
     - name: hung
       path: %s
       fsync: {interval: 1s, ops: 5, file_size: 1MiB}
       limits: {min_free: 1MiB}
-`, h.Dir))
+`, dir))
 	// Released before the uninstall (cleanups run last first), so nothing stays blocked.
 	t.Cleanup(h.Release)
 	pod := r.onePod(t)
@@ -277,107 +282,6 @@ func TestHungTargetPodReadyOrNotScrapeable(t *testing.T) {
 	}
 	if _, ok := f["diskprobe_probe_inflight_seconds"]; !ok {
 		t.Error("no diskprobe_probe_inflight_seconds from the pod with a hung target")
-	}
-}
-
-// TestCheckJobExampleFailsToRunOrLosesVerdict runs examples/kubernetes/check-job.yaml as it
-// is, with only nodeName set (as its comment says) and the image not pulled: the Job must
-// end and its log hold the verdict.
-func TestCheckJobExampleFailsToRunOrLosesVerdict(t *testing.T) {
-	e := setup(t)
-	hostEtcd(t)
-	removeAfter(t, etcdProbeDir)
-	before := tree(t, etcdDir)
-	// The example beside the chart installed (this checkout's, or DISKPROBE_K8S_CHART's).
-	data, err := os.ReadFile(filepath.Join(chartDir, "../../examples/kubernetes/check-job.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var job batchv1.Job
-	if err := sigsyaml.UnmarshalStrict(data, &job); err != nil {
-		t.Fatal(err)
-	}
-	c := &job.Spec.Template.Spec.Containers[0]
-	if want := "diskprobe-exporter:" + e.tag; c.Image != want {
-		t.Fatalf("the example's image is %s, want %s (what make image tags, the chart's appVersion)", c.Image, want)
-	}
-	job.Spec.Template.Spec.NodeName = e.c.Node
-	c.ImagePullPolicy = corev1.PullNever
-	manifest, err := sigsyaml.Marshal(&job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := "dp-check"
-	e.c.Kubectl(t, "create", "namespace", ns)
-	t.Cleanup(func() { _, _ = e.c.KubectlErr("delete", "namespace", ns, "--wait=true", "--timeout=2m") })
-	apply := exec.Command(e.c.BinDir+"/kubectl", "--kubeconfig", e.c.Kubeconfig, "-n", ns, "apply", "-f", "-")
-	apply.Stdin = bytes.NewReader(manifest)
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	var status string
-	testenv.WaitFor(t, 8*time.Minute, "the check Job to end", func() bool {
-		out, err := e.c.KubectlErr("-n", ns, "get", "job", job.Name, "-o", "jsonpath={.status.succeeded}/{.status.failed}")
-		status = out
-		if reason, _ := e.c.KubectlErr("-n", ns, "get", "pods", "-l", "job-name="+job.Name, "-o", "jsonpath={.items[*].status.containerStatuses[*].state.waiting.reason}"); strings.Contains(reason, "ErrImage") || strings.Contains(reason, "BackOff") {
-			t.Fatalf("the check Job's pod cannot start: %s\n%s", reason, e.c.Kubectl(t, "-n", ns, "describe", "pods"))
-		}
-		return err == nil && (strings.HasPrefix(out, "1/") || strings.HasSuffix(out, "/1"))
-	})
-	logs := e.c.Kubectl(t, "-n", ns, "logs", "job/"+job.Name)
-	t.Logf("check Job (succeeded/failed %s), log:\n%s", status, logs)
-	if !strings.Contains(logs, "PASS") && !strings.Contains(logs, "FAIL") {
-		t.Error("the check Job's log holds no verdict (PASS or FAIL)")
-	}
-	e.c.Kubectl(t, "-n", ns, "delete", "job", job.Name, "--cascade=foreground", "--wait=true")
-	if after := tree(t, etcdDir); after != before {
-		t.Errorf("%s changed:\nbefore:\n%s\nafter:\n%s", etcdDir, before, after)
-	}
-}
-
-// TestUninstallLeavesObjects installs with the defaults and uninstalls: no object of any
-// namespaced kind the chart makes may be left in the namespace.
-func TestUninstallLeavesObjects(t *testing.T) {
-	e := setup(t)
-	dir := t.TempDir()
-	r := e.install(t, "uninstall", false, tolerateControlPlane, fmt.Sprintf("config:\n  targets:\n    - name: d\n      path: %s\n      fsync: {interval: 1s, ops: 5, file_size: 1MiB}\n      limits: {min_free: 1MiB}\n", dir))
-	r.uninstallLeavesNothing(t)
-}
-
-// uninstallLeavesNothing runs helm uninstall and fails t for any object of a namespaced kind
-// the chart makes left in the namespace (the prometheus-operator kinds where served).
-func (r *release) uninstallLeavesNothing(t *testing.T) {
-	t.Helper()
-	e := r.e
-	kinds := namespacedKinds
-	if _, err := e.c.KubectlErr("get", "crd", "servicemonitors.monitoring.coreos.com"); err != nil {
-		kinds = "daemonsets,pods,configmaps,services,serviceaccounts,secrets"
-	}
-	if out := e.c.Kubectl(t, "-n", r.ns, "get", kinds, "-o", "name"); !strings.Contains(out, "daemonset") {
-		t.Fatalf("nothing installed? %s", out)
-	}
-	if out, err := exec.Command(e.helm, "uninstall", r.name, "-n", r.ns, "--wait", "--timeout", "2m", "--kubeconfig", e.c.Kubeconfig).CombinedOutput(); err != nil {
-		t.Fatalf("helm uninstall: %v\n%s", err, out)
-	}
-	// What Kubernetes itself puts in every namespace stays: the default ServiceAccount and
-	// the kube-root-ca.crt ConfigMap.
-	// Pods are removed by the garbage collector after their DaemonSet: allow them to go.
-	var left []string
-	deadline := time.Now().Add(time.Minute)
-	for {
-		left = nil
-		for _, o := range strings.Fields(e.c.Kubectl(t, "-n", r.ns, "get", kinds, "-o", "name")) {
-			if o != "serviceaccount/default" && o != "configmap/kube-root-ca.crt" {
-				left = append(left, o)
-			}
-		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	if len(left) > 0 {
-		t.Errorf("left after helm uninstall: %v", left)
 	}
 }
 

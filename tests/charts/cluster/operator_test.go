@@ -16,26 +16,34 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
-// TestOperatorIgnoresServiceMonitorOrRule installs prometheus-operator's CRDs, runs the
-// operator (pinned, from scripts/tools.sh) on the host against the test apiserver, and a
-// Prometheus resource with replicas 0 that selects everything: the operator must turn the
-// chart's ServiceMonitor into a scrape job (the Secret it writes) and its PrometheusRule into
-// a rule file (the ConfigMap). Prometheus 3 then runs that configuration on the host (Debian's
-// 2.42 has no Kubernetes service discovery) —
-// its kubernetes_sd_configs given the apiserver's address and the admin's client certificate
-// (in a cluster it would use its ServiceAccount), intervals shortened to 1 s — scrapes the
-// pod at its pod IP (the Service's endpoints) and must record
-// target:diskprobe_fdatasync_duration_seconds:quantile_rate5m for the node.
-func TestOperatorIgnoresServiceMonitorOrRule(t *testing.T) {
-	e := setup(t)
-	// Prometheus 3 (scripts/tools.sh): Debian's 2.42 is built without Kubernetes service
-	// discovery ("field kubernetes_sd_configs not found").
-	promBin := filepath.Join(testenv.ToolDir(t, "prometheus"), "prometheus")
-	opBin := filepath.Join(testenv.ToolDir(t, "prometheus-operator"), "prometheus-operator")
-	crds := testenv.ToolDir(t, "prometheus-operator-crds")
+// kpsRelease is the Helm release name kube-prometheus-stack is installed as in its own
+// instructions, which its Prometheus selects ServiceMonitors and PrometheusRules by.
+const kpsRelease = "kube-prometheus-stack"
+
+// stack is prometheus-operator configured as kube-prometheus-stack configures it, and a
+// Prometheus 3 on the host running the configuration the operator generates.
+type stack struct {
+	e    *env
+	op   *testenv.Process
+	prom *framework.Prometheus
+	proc *testenv.Process
+	dir  string
+}
+
+// kubePrometheusStack installs prometheus-operator's CRDs and runs the operator (pinned, from
+// scripts/tools.sh) on the host against the test apiserver, watching every namespace, with the
+// Prometheus resource kube-prometheus-stack makes: in namespace monitoring, its ServiceMonitor,
+// PodMonitor and rule selectors on the label release=kube-prometheus-stack, any namespace.
+// replicas 0: the pod would need an image; the test runs what the operator generates on the
+// host instead (startPrometheus).
+func (e *env) kubePrometheusStack(t *testing.T) *stack {
+	t.Helper()
 	c := e.c
+	opBin := filepath.Join(framework.ToolDir(t, "prometheus-operator"), "prometheus-operator")
+	crds := framework.ToolDir(t, "prometheus-operator-crds")
 	c.Kubectl(t, "apply", "--server-side", "-f", crds)
 	t.Cleanup(func() { _, _ = c.KubectlErr("delete", "-f", crds, "--wait=true", "--timeout=2m") })
 	// helm decides from the API server's discovery (.Capabilities), which kubectl and helm
@@ -45,127 +53,163 @@ func TestOperatorIgnoresServiceMonitorOrRule(t *testing.T) {
 		out, err := c.KubectlErr("api-resources", "--api-group=monitoring.coreos.com", "-o", "name")
 		return err == nil && strings.Contains(out, "servicemonitors") && strings.Contains(out, "prometheusrules")
 	})
-
-	ns := "dp-operator"
-	r := e.install(t, "operator", false, tolerateControlPlane, `config:
-  targets:
-    - name: d
-      path: /var/lib/diskprobe-k8s-operator-test
-      fsync: {interval: 1s, ops: 5, file_size: 1MiB}
-      limits: {min_free: 1MiB}
-`)
-	removeAfter(t, "/var/lib/diskprobe-k8s-operator-test")
-	if r.ns != ns {
-		t.Fatalf("namespace %s", r.ns)
-	}
-	if out := c.Kubectl(t, "-n", ns, "get", "servicemonitors,prometheusrules", "-o", "name"); !strings.Contains(out, "servicemonitor") || !strings.Contains(out, "prometheusrule") {
-		t.Fatalf("the chart made no ServiceMonitor and PrometheusRule on a cluster serving their API:\n%s", out)
-	}
-	pod := r.onePod(t)
-
-	op := testenv.StartProcess(t, opBin, "--apiserver="+c.Server, "--ca-file="+c.CAFile,
-		"--cert-file="+c.CertFile, "--key-file="+c.KeyFile, "--web.listen-address=127.0.0.1:"+port(testenv.FreePort(t)),
-		"--namespaces="+ns, "--log-level=info")
-	prom := `apiVersion: monitoring.coreos.com/v1
+	e.namespace(t, "monitoring", "privileged")
+	s := &stack{e: e}
+	s.op = testenv.StartProcess(t, opBin, "--apiserver="+c.Server, "--ca-file="+c.CAFile,
+		"--cert-file="+c.CertFile, "--key-file="+c.KeyFile, "--web.listen-address=127.0.0.1:"+port(framework.FreePort(t)),
+		"--log-level=info")
+	apply(t, e, "", `apiVersion: monitoring.coreos.com/v1
 kind: Prometheus
-metadata: {name: test, namespace: ` + ns + `}
+metadata:
+  name: `+kpsRelease+`-prometheus
+  namespace: monitoring
+  labels: {release: `+kpsRelease+`}
 spec:
   replicas: 0
   version: v3.16.0
-  serviceMonitorSelector: {}
+  serviceMonitorSelector: {matchLabels: {release: `+kpsRelease+`}}
   serviceMonitorNamespaceSelector: {}
-  ruleSelector: {}
+  podMonitorSelector: {matchLabels: {release: `+kpsRelease+`}}
+  podMonitorNamespaceSelector: {}
+  ruleSelector: {matchLabels: {release: `+kpsRelease+`}}
   ruleNamespaceSelector: {}
-`
-	apply(t, e, prom)
+`)
 	// Deleted while the operator runs (cleanups run last first), so its finalizer is
 	// honoured and the namespace and CRDs can go.
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("prometheus-operator log (tail):\n%s", lastLines(op.Output(), 40))
+			t.Logf("prometheus-operator log (tail):\n%s", lastLines(s.op.Output(), 40))
 		}
-		_, _ = c.KubectlErr("-n", ns, "delete", "prometheus", "test", "--wait=true", "--timeout=1m")
+		_, _ = c.KubectlErr("-n", "monitoring", "delete", "prometheus", kpsRelease+"-prometheus", "--wait=true", "--timeout=1m")
 	})
-	var cfg, rules string
+	return s
+}
+
+// generated waits until the operator's configuration for the Prometheus holds each of jobs
+// (e.g. "serviceMonitor/<namespace>/") and its rule files a diskprobe recording rule, and
+// returns both.
+func (s *stack) generated(t *testing.T, jobs ...string) (cfg string, rules map[string]string) {
+	t.Helper()
+	c := s.e.c
+	secret := "prometheus-" + kpsRelease + "-prometheus"
 	testenv.WaitFor(t, 2*time.Minute, "the operator's scrape configuration and rule files", func() bool {
-		out, err := c.KubectlErr("-n", ns, "get", "secret", "prometheus-test", "-o", "jsonpath={.data.prometheus\\.yaml\\.gz}")
+		out, err := c.KubectlErr("-n", "monitoring", "get", "secret", secret, "-o", "jsonpath={.data.prometheus\\.yaml\\.gz}")
 		if err != nil || out == "" {
 			return false
 		}
 		cfg = gunzipBase64(t, out)
-		rules, err = c.KubectlErr("-n", ns, "get", "configmap", "prometheus-test-rulefiles-0", "-o", "json")
-		return err == nil && strings.Contains(cfg, "serviceMonitor/"+ns+"/")
+		raw, err := c.KubectlErr("-n", "monitoring", "get", "configmap", secret+"-rulefiles-0", "-o", "json")
+		if err != nil {
+			return false
+		}
+		var cm struct {
+			Data map[string]string `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(raw), &cm); err != nil {
+			t.Fatal(err)
+		}
+		rules = cm.Data
+		all := ""
+		for _, r := range rules {
+			all += r
+		}
+		for _, j := range jobs {
+			if !strings.Contains(cfg, j) {
+				return false
+			}
+		}
+		return strings.Contains(all, "target:diskprobe_fdatasync_duration_seconds:quantile_rate5m")
 	})
-	if !strings.Contains(rules, "target:diskprobe_fdatasync_duration_seconds:quantile_rate5m") {
-		t.Fatalf("the rule files hold no diskprobe recording rules")
-	}
+	return cfg, rules
+}
 
-	// The rule files, as the operator's ConfigMap holds them, where the configuration names them.
-	var cm struct {
-		Data map[string]string `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(rules), &cm); err != nil {
+// startPrometheus runs Prometheus 3 (scripts/tools.sh; Debian's 2.42 is built without
+// Kubernetes service discovery) on the host with the operator's configuration and rule
+// files: its kubernetes_sd_configs given the apiserver's address and the admin's client
+// certificate (in a cluster it would use its ServiceAccount), intervals shortened to 1 s, and
+// the TLS assets the operator copies from Secrets (the pod's /etc/prometheus/certs) in a
+// directory of its own.
+func (s *stack) startPrometheus(t *testing.T, cfg string, rules map[string]string) *framework.Prometheus {
+	t.Helper()
+	promBin := filepath.Join(framework.ToolDir(t, "prometheus"), "prometheus")
+	s.dir = t.TempDir()
+	certs := filepath.Join(s.dir, "certs")
+	if err := os.Mkdir(certs, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	ruleDir := filepath.Join(dir, "rules")
-	_ = os.Mkdir(ruleDir, 0o755)
-	for name, data := range cm.Data {
+	if raw, err := s.e.c.KubectlErr("-n", "monitoring", "get", "secret", "prometheus-"+kpsRelease+"-prometheus-tls-assets-0", "-o", "json"); err == nil {
+		var secret struct {
+			Data map[string][]byte `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(raw), &secret); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range secret.Data {
+			if err := os.WriteFile(filepath.Join(certs, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cfg = strings.ReplaceAll(cfg, "/etc/prometheus/certs/", certs+"/")
+	ruleDir := filepath.Join(s.dir, "rules")
+	if err := os.Mkdir(ruleDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range rules {
 		if err := os.WriteFile(filepath.Join(ruleDir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(hostConfig(t, cfg, e, filepath.Join(ruleDir, "*.yaml"))), 0o644); err != nil {
+	cfgPath := filepath.Join(s.dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(hostConfig(t, cfg, s.e, filepath.Join(ruleDir, "*.yaml"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := testenv.FreePort(t)
-	p := testenv.StartProcess(t, promBin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+	addr := framework.FreePort(t)
+	s.proc = testenv.StartProcess(t, promBin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(s.dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	t.Cleanup(func() {
 		if t.Failed() {
 			cfgText, _ := os.ReadFile(cfgPath)
-			t.Logf("prometheus configuration:\n%s\nprometheus log (tail):\n%s", cfgText, lastLines(p.Output(), 40))
+			t.Logf("prometheus configuration:\n%s\nprometheus log (tail):\n%s", cfgText, lastLines(s.proc.Output(), 40))
 		}
 	})
-	pr := &testenv.Prometheus{Addr: addr}
-	expr := fmt.Sprintf(`target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{instance=%q}`, e.c.Node)
-	testenv.WaitFor(t, 3*time.Minute, "a recorded quantile for the node", func() bool {
-		if p.WaitExit(time.Millisecond) {
-			t.Fatalf("prometheus exited:\n%s", lastLines(p.Output(), 20))
-		}
-		n, err := pr.SeriesCount(expr)
-		return err == nil && n > 0
-	})
-	up, err := pr.Query(`up{job=~".*diskprobe.*"}`)
-	if err != nil || len(up.Result) == 0 {
-		t.Errorf("no up series for the diskprobe job: %v", err)
-	} else {
-		t.Logf("scraped %s at %s", up.Result[0].Metric["job"], pod.Status.PodIP)
-	}
-	// With the operator's kinds served, uninstall must remove the ServiceMonitor and
-	// PrometheusRule too. The test's Prometheus goes first (the operator, still running,
-	// lets the garbage collector remove what it made for it).
-	c.Kubectl(t, "-n", ns, "delete", "prometheus", "test", "--wait=true", "--timeout=1m")
-	r.uninstallLeavesNothing(t)
+	s.prom = &framework.Prometheus{Addr: addr}
+	return s.prom
 }
 
-func port(addr string) string { return addr[strings.LastIndex(addr, ":")+1:] }
-
-func apply(t *testing.T, e *env, manifest string) {
+// wait polls cond until it holds, failing t early if Prometheus exits.
+func (s *stack) wait(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "manifest.yaml")
-	if err := os.WriteFile(p, []byte(manifest), 0o600); err != nil {
-		t.Fatal(err)
+	testenv.WaitFor(t, timeout, what, func() bool {
+		if s.proc.WaitExit(time.Millisecond) {
+			t.Fatalf("prometheus exited:\n%s", lastLines(s.proc.Output(), 20))
+		}
+		return cond()
+	})
+}
+
+// byInstance runs an instant query and returns each series' value by its instance label.
+func byInstance(p *framework.Prometheus, expr string) (map[string]float64, error) {
+	r, err := p.Query(expr)
+	if err != nil {
+		return nil, err
 	}
-	e.c.Kubectl(t, "apply", "-f", p)
+	out := map[string]float64{}
+	for _, s := range r.Result {
+		var v float64
+		str, _ := s.Value[1].(string)
+		if _, err := fmt.Sscan(str, &v); err != nil {
+			return nil, err
+		}
+		out[s.Metric["instance"]] = v
+	}
+	return out, nil
 }
 
 func gunzipBase64(t *testing.T, b64 string) string {
 	t.Helper()
 	var raw bytes.Buffer
-	dec := base64Decoder(strings.NewReader(b64))
-	if _, err := io.Copy(&raw, dec); err != nil {
+	if _, err := io.Copy(&raw, base64.NewDecoder(base64.StdEncoding, strings.NewReader(b64))); err != nil {
 		t.Fatal(err)
 	}
 	zr, err := gzip.NewReader(&raw)
@@ -215,14 +259,4 @@ func hostConfig(t *testing.T, cfg string, e *env, ruleGlob string) string {
 		t.Fatal(err)
 	}
 	return string(out)
-}
-
-func base64Decoder(r io.Reader) io.Reader { return base64.NewDecoder(base64.StdEncoding, r) }
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -1,7 +1,8 @@
-// Package k8senv brings up a single-node Kubernetes cluster on this machine for a test
-// binary and tears it down after it: etcd (Debian's etcd-server), kube-apiserver,
-// kube-controller-manager and kube-scheduler on 127.0.0.1, and a kubelet on a private
-// containerd (Debian's, with runc and the CNI bridge plugin on a bridge of its own). The
+// Package k8senv brings up a Kubernetes cluster of one or more nodes on this machine for a
+// test binary and tears it down after it: etcd (Debian's etcd-server), kube-apiserver,
+// kube-controller-manager and kube-scheduler on the host, and per node a kubelet on a
+// containerd of its own (Debian's, with runc and the CNI bridge plugin), both in network and
+// mount namespaces of the node's own, whose /var/lib is a disk of its own (a loop device). The
 // Kubernetes binaries are the pinned ones scripts/tools.sh builds into its per-machine cache.
 //
 // A test package calls Main from TestMain and Get from each test: the first Get brings the
@@ -35,16 +36,24 @@ import (
 )
 
 const (
-	// StateDir holds the cluster's files: PKI, kubeconfigs, etcd's data, containerd's and
-	// the kubelet's roots, the daemons' logs and pid files.
+	// StateDir holds the control plane's files (PKI, kubeconfigs, etcd's data), the daemons'
+	// logs and pid files, and the record of what bring-up made, for teardown.
 	StateDir = "/var/lib/diskprobe-k8s"
-	// RunDir holds containerd's state and socket.
+	// RunDir holds each node's own files (RunDir/<node>: containerd's root and state, the
+	// kubelet's configuration and certificates, the CNI configuration), the pinned mount
+	// namespaces, and SharedDir. It is not under /var/lib, which each node replaces with its disk.
 	RunDir   = "/run/diskprobe-k8s"
 	lockFile = "/run/lock/diskprobe-k8s.lock"
 
-	// Bridge is the pod network's bridge, private to the test cluster.
+	// Bridge joins the nodes' network namespaces to the host.
 	Bridge = "dpk8s0"
-	// PodSubnet is the pod network's addresses (host-local IPAM).
+	// NodeSubnet is the nodes' network on Bridge: node i (from 1) is 10.244.212.(10+i).
+	NodeSubnet = "10.244.212.0/24"
+	// HostIP is the host's address on Bridge, where the API server listens.
+	HostIP = "10.244.212.1"
+	// PodSubnet is the pods' addresses: node i (from 1) has 10.244.213.(64*i)/26 on a CNI
+	// bridge in its own network namespace (host-local IPAM). The host and every node route
+	// each node's share to it.
 	PodSubnet = "10.244.213.0/24"
 	// ServiceSubnet is where ClusterIPs come from; they are not routed (no kube-proxy).
 	ServiceSubnet = "10.96.213.0/24"
@@ -54,7 +63,16 @@ const (
 
 	// Version is the Kubernetes release the cluster runs (scripts/tools.sh pins it).
 	Version = "v1.34.1"
+
+	// MaxNodes is how many nodes a cluster can have: the pod subnet holds three /26 shares
+	// (the first is left out).
+	MaxNodes = 3
 )
+
+// SharedDir is a directory whose mounts every node sees, also those made after bring-up
+// (a FUSE mount of a test): the nodes' mount namespaces are slaves of it. Other host mounts
+// made after bring-up stay the host's.
+var SharedDir = filepath.Join(RunDir, "shared")
 
 // sysctls the kubelet (and the bridge plugin, ip_forward) set: saved at bring-up, restored
 // at teardown.
@@ -67,13 +85,12 @@ var sysctls = []string{
 type Cluster struct {
 	BinDir     string // kube-apiserver, kubelet, kubectl, ...
 	Kubeconfig string // the admin's (system:masters)
-	Server     string // https://127.0.0.1:PORT
+	Server     string // https://HostIP:PORT
 	CAFile     string
 	// CertFile and KeyFile are the admin's client certificate, for programs that take no
 	// kubeconfig (prometheus-operator, a Prometheus outside the cluster).
 	CertFile, KeyFile string
-	Node              string // the node's name (the host name)
-	Containerd        string // containerd's socket
+	Nodes             []*Node
 
 	lock  *os.File
 	procs []*daemon
@@ -92,6 +109,7 @@ var (
 	upErr      error
 	upDone     bool
 	teardownMu sync.Mutex
+	nodeCount  = 1
 )
 
 // BringUp is how long the cluster took to come up, for the tests' reports.
@@ -100,16 +118,22 @@ var BringUp time.Duration
 // TeardownTime is how long its teardown took.
 var TeardownTime time.Duration
 
-// Main runs the tests and tears down the cluster if one was brought up; its result is the
-// exit code. SIGINT and SIGTERM tear it down too.
-func Main(m *testing.M) int {
+// Main runs the tests of a package whose cluster has nodes nodes (1 to MaxNodes) and tears
+// it down if one was brought up; its result is the exit code. SIGINT and SIGTERM tear it
+// down too.
+func Main(m *testing.M, nodes int) int {
+	if nodes < 1 || nodes > MaxNodes {
+		fmt.Fprintf(os.Stderr, "k8senv: %d nodes: 1 to %d\n", nodes, MaxNodes)
+		return 2
+	}
+	nodeCount = nodes
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		s := <-sig
 		fmt.Fprintf(os.Stderr, "k8senv: %v: tearing the test cluster down\n", s)
-		shutdown()
 		runHostCleanups()
+		shutdown()
 		os.Exit(130)
 	}()
 	defer shutdown()
@@ -177,10 +201,10 @@ func Get(t testing.TB, binDir string) *Cluster {
 	if !upDone {
 		upDone = true
 		start := time.Now()
-		cluster, upErr = up(binDir)
+		cluster, upErr = up(binDir, nodeCount)
 		BringUp = time.Since(start)
 		if upErr == nil {
-			t.Logf("k8senv: Kubernetes %s up in %v", Version, BringUp.Round(100*time.Millisecond))
+			t.Logf("k8senv: Kubernetes %s with %d node(s) up in %v", Version, nodeCount, BringUp.Round(100*time.Millisecond))
 		}
 	}
 	if upErr != nil {
@@ -189,7 +213,7 @@ func Get(t testing.TB, binDir string) *Cluster {
 	return cluster
 }
 
-func up(binDir string) (c *Cluster, err error) {
+func up(binDir string, nodes int) (c *Cluster, err error) {
 	lock, err := os.OpenFile(lockFile, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
@@ -219,7 +243,7 @@ func up(binDir string) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
-	if err := c.start(); err != nil {
+	if err := c.start(nodes); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -227,7 +251,7 @@ func up(binDir string) (c *Cluster, err error) {
 
 func (c *Cluster) path(p ...string) string { return filepath.Join(append([]string{StateDir}, p...)...) }
 
-func (c *Cluster) start() error {
+func (c *Cluster) start(nodes int) error {
 	for _, d := range []string{StateDir, RunDir, c.path("log"), c.path("pid")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
@@ -236,51 +260,77 @@ func (c *Cluster) start() error {
 	if err := saveSysctls(c.path("sysctls")); err != nil {
 		return err
 	}
+	hostBefore = snapshotHost()
 	if err := recordNetns(c.path("netns-before")); err != nil {
 		return err
 	}
 	if err := recordHostState(c.path("host-before")); err != nil {
 		return err
 	}
-	host, err := os.Hostname()
+	// Host directories the nodes' tools create when missing (ip netns; containerd's shims'
+	// sockets): removed at teardown if they did not exist before and are left empty.
+	for _, d := range []string{"/run/netns", "/run/containerd"} {
+		if _, err := os.Lstat(d); os.IsNotExist(err) {
+			if err := c.record("dir", d); err != nil {
+				return err
+			}
+		}
+	}
+	if err := c.hostNetwork(); err != nil {
+		return err
+	}
+	if err := prepareMounts(); err != nil {
+		return err
+	}
+	for i := 1; i <= nodes; i++ {
+		c.Nodes = append(c.Nodes, newNode(c, i))
+	}
+	ports, err := freePorts(5)
 	if err != nil {
 		return err
 	}
-	c.Node = strings.ToLower(host)
-	ports, err := freePorts(8)
-	if err != nil {
-		return err
-	}
-	etcdClient, etcdPeer, apiPort, cmPort, schedPort, kubeletPort, kubeletHealthz := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5], ports[6]
-	c.Server = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	etcdClient, etcdPeer, apiPort, cmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	c.Server = fmt.Sprintf("https://%s:%d", HostIP, apiPort)
 
 	p, err := newPKI(c.path("pki"))
 	if err != nil {
 		return err
 	}
 	svcIP := "10.96.213.1"
-	for _, is := range []struct {
+	issues := []struct {
 		name, cn string
 		orgs     []string
 		hosts    []string
 	}{
-		{"apiserver", "kube-apiserver", nil, []string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", svcIP}},
+		{"apiserver", "kube-apiserver", nil, []string{HostIP, "127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", svcIP}},
 		{"admin", "kubernetes-admin", []string{"system:masters"}, nil},
 		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil},
 		{"controller-manager", "system:kube-controller-manager", nil, nil},
 		{"scheduler", "system:kube-scheduler", nil, nil},
-		{"kubelet", "system:node:" + c.Node, []string{"system:nodes"}, nil},
-		{"kubelet-serving", c.Node, nil, append([]string{c.Node, "127.0.0.1", "localhost"}, hostIPs()...)},
 		{"sa", "service-accounts", nil, nil},
-	} {
+	}
+	for _, n := range c.Nodes {
+		issues = append(issues,
+			struct {
+				name, cn string
+				orgs     []string
+				hosts    []string
+			}{"kubelet-" + n.Name, "system:node:" + n.Name, []string{"system:nodes"}, nil},
+			struct {
+				name, cn string
+				orgs     []string
+				hosts    []string
+			}{"kubelet-serving-" + n.Name, n.Name, nil, []string{n.Name, n.IP}})
+	}
+	for _, is := range issues {
 		if err := p.issue(is.name, is.cn, is.orgs, is.hosts...); err != nil {
 			return err
 		}
 	}
 	c.CAFile, c.CertFile, c.KeyFile = p.file("ca.crt"), p.file("admin.crt"), p.file("admin.key")
 	c.Kubeconfig = c.path("admin.kubeconfig")
-	for _, n := range []string{"admin", "controller-manager", "scheduler", "kubelet"} {
-		if err := p.kubeconfig(c.path(n+".kubeconfig"), c.Server, n); err != nil {
+	for _, n := range []string{"admin", "controller-manager", "scheduler"} {
+		if err := p.kubeconfig(c.path(n+".kubeconfig"), c.Server, n, p.file(n+".crt"), p.file(n+".key")); err != nil {
 			return err
 		}
 	}
@@ -297,16 +347,26 @@ func (c *Cluster) start() error {
 		"--initial-cluster=k8s="+peerURL, "--initial-cluster-state=new"); err != nil {
 		return err
 	}
+	// The nodes' disks and namespaces are made while etcd and the API server start.
+	nodesReady := make(chan error, 1)
+	go func() {
+		var errs []error
+		for _, n := range c.Nodes {
+			errs = append(errs, n.prepare(p))
+		}
+		nodesReady <- errors.Join(errs...)
+	}()
 	if err := c.waitHTTP("etcd", etcdURL+"/health", false, time.Minute); err != nil {
+		<-nodesReady
 		return err
 	}
 
-	// kube-apiserver
+	// kube-apiserver, on the nodes' bridge: the kubelets reach it from their namespaces.
 	if err := c.run("kube-apiserver", c.bin("kube-apiserver"),
-		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--etcd-servers="+etcdURL, "--bind-address="+HostIP, "--advertise-address="+HostIP,
 		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir="+c.path("apiserver-certs"),
 		"--endpoint-reconciler-type=none", "--authorization-mode=Node,RBAC", "--allow-privileged=true",
-		"--kubelet-preferred-address-types=Hostname,InternalIP",
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--service-cluster-ip-range="+ServiceSubnet,
 		"--client-ca-file="+p.file("ca.crt"),
 		"--tls-cert-file="+p.file("apiserver.crt"), "--tls-private-key-file="+p.file("apiserver.key"),
@@ -315,6 +375,10 @@ func (c *Cluster) start() error {
 		"--kubelet-certificate-authority="+p.file("ca.crt"),
 		"--service-account-key-file="+p.file("sa.key"), "--service-account-signing-key-file="+p.file("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc"); err != nil {
+		<-nodesReady
+		return err
+	}
+	if err := <-nodesReady; err != nil {
 		return err
 	}
 	if err := c.waitHTTP("kube-apiserver", c.Server+"/readyz", true, 2*time.Minute); err != nil {
@@ -333,23 +397,31 @@ func (c *Cluster) start() error {
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort), "--cert-dir="+c.path("sched-certs")); err != nil {
 		return err
 	}
-
-	if err := c.startContainerd(); err != nil {
+	for _, n := range c.Nodes {
+		if err := n.startContainerd(); err != nil {
+			return err
+		}
+	}
+	if err := c.importPause(); err != nil {
 		return err
 	}
-	if err := c.startKubelet(p, kubeletPort, kubeletHealthz); err != nil {
-		return err
+	for _, n := range c.Nodes {
+		if err := n.startKubelet(); err != nil {
+			return err
+		}
 	}
-	// Like kubeadm's control-plane node: the label (a kubelet may not set node-role labels
+	// Like kubeadm's control-plane nodes: the label (a kubelet may not set node-role labels
 	// on itself) and the taint (registered by the kubelet).
-	if err := c.waitFor("node "+c.Node+" Ready", 2*time.Minute, func() bool {
-		out, err := c.kubectl("get", "node", c.Node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-		return err == nil && out == "True"
-	}); err != nil {
-		return err
-	}
-	if out, err := c.kubectl("label", "node", c.Node, "node-role.kubernetes.io/control-plane="); err != nil {
-		return fmt.Errorf("labelling the node: %v\n%s", err, out)
+	for _, n := range c.Nodes {
+		if err := c.waitFor("node "+n.Name+" Ready", 2*time.Minute, func() bool {
+			out, err := c.kubectl("get", "node", n.Name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			return err == nil && out == "True"
+		}); err != nil {
+			return err
+		}
+		if out, err := c.kubectl("label", "node", n.Name, "node-role.kubernetes.io/control-plane="); err != nil {
+			return fmt.Errorf("labelling node %s: %v\n%s", n.Name, err, out)
+		}
 	}
 	// Pods need their namespace's default ServiceAccount, made by the controller-manager.
 	return c.waitFor("the default ServiceAccount", time.Minute, func() bool {
@@ -360,112 +432,42 @@ func (c *Cluster) start() error {
 
 func (c *Cluster) bin(name string) string { return filepath.Join(c.BinDir, name) }
 
-func (c *Cluster) startContainerd() error {
-	c.Containerd = filepath.Join(RunDir, "containerd.sock")
-	cni := c.path("cni")
-	if err := os.MkdirAll(cni, 0o755); err != nil {
-		return err
+// hostNetwork makes the bridge the nodes hang on, the host's address on it, and lets the
+// host forward between them (the kubelet would set ip_forward too; restored at teardown).
+func (c *Cluster) hostNetwork() error {
+	for _, args := range [][]string{
+		{"link", "add", Bridge, "type", "bridge"},
+		{"addr", "add", HostIP + "/24", "dev", Bridge},
+		{"link", "set", Bridge, "up"},
+	} {
+		if err := ip(args...); err != nil {
+			return err
+		}
 	}
-	// restrict_oom_score_adj: root in these VMs lacks CAP_SYS_RESOURCE, and a sandbox
-	// asking for oom_score_adj -998 makes runc fail ("can't get final child's PID from pipe").
-	conf := fmt.Sprintf(`version = 2
-root = %q
-state = %q
-[grpc]
-  address = %q
-[ttrpc]
-  address = %q
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = %q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = %q
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-`, c.path("containerd"), filepath.Join(RunDir, "containerd"), c.Containerd, c.Containerd+".ttrpc",
-		c.path("containerd-opt"), PauseImage, cni)
-	if err := os.WriteFile(c.path("containerd.toml"), []byte(conf), 0o644); err != nil {
-		return err
-	}
-	// No masquerading (no iptables rules): pods are reached from the host only.
-	netconf := fmt.Sprintf(`{
-  "cniVersion": "0.4.0",
-  "name": "diskprobe-k8s",
-  "plugins": [
-    {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": false,
-     "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}},
-    {"type": "loopback"}
-  ]
-}
-`, Bridge, c.path("ipam"), PodSubnet)
-	if err := os.WriteFile(filepath.Join(cni, "10-diskprobe-k8s.conflist"), []byte(netconf), 0o644); err != nil {
-		return err
-	}
-	if err := c.run("containerd", "containerd", "--config", c.path("containerd.toml")); err != nil {
-		return err
-	}
-	if err := c.waitFor("containerd", time.Minute, func() bool {
-		return exec.Command("ctr", "--address", c.Containerd, "version").Run() == nil
-	}); err != nil {
-		return err
-	}
-	return c.importPause()
+	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
 }
 
-func (c *Cluster) startKubelet(p *pki, port, healthz int) error {
-	root := c.path("kubelet")
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return err
+// prepareMounts makes RunDir a private mount (the nodes' mount namespaces are pinned to files
+// in it, which a shared mount refuses) and SharedDir a shared one inside it.
+func prepareMounts() error {
+	for _, d := range []string{RunDir, SharedDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
 	}
-	// cgroupfs and failCgroupV1 false: these kernels run hybrid cgroup v1. Image garbage
-	// collection off: nothing imported can be pulled again.
-	conf := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 127.0.0.1
-port: %d
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %d
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: false}
-  x509: {clientCAFile: %q}
-authorization: {mode: AlwaysAllow}
-tlsCertFile: %q
-tlsPrivateKeyFile: %q
-cgroupDriver: cgroupfs
-failCgroupV1: false
-failSwapOn: false
-containerRuntimeEndpoint: unix://%s
-podLogsDir: %q
-registerWithTaints:
-  - {key: node-role.kubernetes.io/control-plane, effect: NoSchedule}
-evictionHard: {memory.available: 1Mi, nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-serializeImagePulls: false
-syncFrequency: 10s
-fileCheckFrequency: 10s
-`, port, healthz, p.file("ca.crt"), p.file("kubelet-serving.crt"), p.file("kubelet-serving.key"), c.Containerd, c.path("pod-logs"))
-	if err := os.WriteFile(c.path("kubelet.yaml"), []byte(conf), 0o644); err != nil {
-		return err
+	if err := syscall.Mount(RunDir, RunDir, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind-mounting %s: %w", RunDir, err)
 	}
-	return c.run("kubelet", c.bin("kubelet"), "--config="+c.path("kubelet.yaml"),
-		"--kubeconfig="+c.path("kubelet.kubeconfig"), "--root-dir="+root, "--cert-dir="+c.path("kubelet-pki"))
+	if err := syscall.Mount("", RunDir, "", syscall.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making %s private: %w", RunDir, err)
+	}
+	if err := syscall.Mount(SharedDir, SharedDir, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind-mounting %s: %w", SharedDir, err)
+	}
+	if err := syscall.Mount("", SharedDir, "", syscall.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("making %s shared: %w", SharedDir, err)
+	}
+	return nil
 }
 
 // spawn runs every daemon's fork from one goroutine locked to its own thread, which lives
@@ -576,12 +578,6 @@ func (c *Cluster) Kubectl(t testing.TB, args ...string) string {
 // KubectlErr runs kubectl and returns its output and error.
 func (c *Cluster) KubectlErr(args ...string) (string, error) { return c.kubectl(args...) }
 
-// Ctr runs containerd's ctr in the CRI's k8s.io namespace.
-func (c *Cluster) Ctr(args ...string) (string, error) {
-	out, err := exec.Command("ctr", append([]string{"--address", c.Containerd, "-n", "k8s.io"}, args...)...).CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
 // Logs is the tail of each daemon's log, for a failing test's report.
 func (c *Cluster) Logs(lines int) string {
 	var b strings.Builder
@@ -610,6 +606,14 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// ip runs ip(8) with args.
+func ip(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -627,17 +631,6 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
-}
-
-func hostIPs() []string {
-	var ips []string
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() {
-			ips = append(ips, n.IP.String())
-		}
-	}
-	return ips
 }
 
 func saveSysctls(path string) error {

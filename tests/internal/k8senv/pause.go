@@ -38,37 +38,49 @@ func (c *Cluster) importPause() error {
 	return c.ImportImage(archive, PauseImage)
 }
 
-// ImportImage imports an OCI archive (what make image writes) into containerd's k8s.io
-// namespace under ref, the name a pod's image normalizes to (docker.io/library/NAME:TAG
-// for a bare NAME:TAG): ctr keeps the archive's own name, which the kubelet would not find.
+// ImportImage imports an OCI archive (what make image writes) into every node's containerd,
+// in its k8s.io namespace, under ref: the name a pod's image normalizes to
+// (docker.io/library/NAME:TAG for a bare NAME:TAG). ctr keeps the archive's own name, which
+// the kubelet would not find.
 func (c *Cluster) ImportImage(archive, ref string) error {
-	out, err := c.Ctr("images", "import", "--digests", archive)
+	for _, n := range c.Nodes {
+		if err := n.ImportImage(archive, ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ImportImage imports an OCI archive into the node's containerd under ref (see
+// Cluster.ImportImage).
+func (n *Node) ImportImage(archive, ref string) error {
+	out, err := n.Ctr("images", "import", "--digests", archive)
 	if err != nil {
-		return fmt.Errorf("ctr images import %s: %v\n%s", archive, err, out)
+		return fmt.Errorf("%s: ctr images import %s: %v\n%s", n.Name, archive, err, out)
 	}
 	// The name the archive carries (org.opencontainers.image.ref.name), or the digest name.
-	names, err := c.Ctr("images", "list", "-q")
+	names, err := n.Ctr("images", "list", "-q")
 	if err != nil {
 		return err
 	}
-	for _, n := range splitLines(names) {
-		if n == ref {
+	for _, name := range splitLines(names) {
+		if name == ref {
 			return nil
 		}
 	}
 	var src string
-	for _, n := range splitLines(out) {
+	for _, l := range splitLines(out) {
 		// "unpacking NAME (sha256:...)...done"
 		var name, rest string
-		if _, err := fmt.Sscanf(n, "unpacking %s %s", &name, &rest); err == nil {
+		if _, err := fmt.Sscanf(l, "unpacking %s %s", &name, &rest); err == nil {
 			src = name
 		}
 	}
 	if src == "" {
-		return fmt.Errorf("ctr images import %s: cannot tell the imported image's name from %q", archive, out)
+		return fmt.Errorf("%s: ctr images import %s: cannot tell the imported image's name from %q", n.Name, archive, out)
 	}
-	if o, err := c.Ctr("images", "tag", "--force", src, ref); err != nil {
-		return fmt.Errorf("ctr images tag %s %s: %v\n%s", src, ref, err, o)
+	if o, err := n.Ctr("images", "tag", "--force", src, ref); err != nil {
+		return fmt.Errorf("%s: ctr images tag %s %s: %v\n%s", n.Name, src, ref, err, o)
 	}
 	return nil
 }

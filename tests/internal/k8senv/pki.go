@@ -97,8 +97,14 @@ func (p *pki) write(name string, der []byte, key *ecdsa.PrivateKey) error {
 
 func (p *pki) file(name string) string { return filepath.Join(p.dir, name) }
 
-// kubeconfig writes a kubeconfig for the client certificate NAME to path.
-func (p *pki) kubeconfig(path, server, name string) error {
+// kubeconfig writes a kubeconfig for the client certificate cert and key to path.
+func (p *pki) kubeconfig(path, server, name, cert, key string) error {
+	return writeKubeconfig(path, server, name, p.file("ca.crt"), cert, key)
+}
+
+// writeKubeconfig writes a kubeconfig for user with the client certificate cert and key,
+// trusting the CA certificate ca.
+func writeKubeconfig(path, server, user, ca, cert, key string) error {
 	return os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -111,5 +117,5 @@ contexts:
 - name: test
   context: {cluster: test, user: %s}
 current-context: test
-`, server, p.file("ca.crt"), name, p.file(name+".crt"), p.file(name+".key"), name)), 0o600)
+`, server, ca, user, cert, key, user)), 0o600)
 }

@@ -3,6 +3,7 @@ package k8senv
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,10 +33,23 @@ func (c *Cluster) teardown() error {
 	return err
 }
 
+// made is what bring-up recorded it made, by kind, in order.
+func (c *Cluster) made() map[string][]string {
+	m := map[string][]string{}
+	data, _ := os.ReadFile(c.path("made"))
+	for _, line := range strings.Split(string(data), "\n") {
+		if kind, value, ok := strings.Cut(line, " "); ok {
+			m[kind] = append(m[kind], value)
+		}
+	}
+	return m
+}
+
 // cleanState tears down what StateDir records, whether this process or a killed one made
-// it: the kubelet first (so it restarts nothing), then every container, containerd, the
-// control plane and etcd (each by the pid it was started with), then the mounts, network
-// namespaces, bridge, cgroups and sysctls.
+// it: each node's kubelet first (so it restarts nothing), then its containers and its
+// containerd, then the control plane and etcd (each by the pid it was started with), then
+// the mounts (the nodes' mount namespaces with them), the nodes' disks, network namespaces
+// and cgroups, the bridge and the sysctls.
 func (c *Cluster) cleanState() error {
 	var errs []error
 	note := func(err error) {
@@ -43,16 +57,52 @@ func (c *Cluster) cleanState() error {
 			errs = append(errs, err)
 		}
 	}
-	note(stopPid(c.path("pid", "kubelet"), c.procs))
-	sock := filepath.Join(RunDir, "containerd.sock")
-	if alive(c.path("pid", "containerd")) {
-		note(removeContainers(sock))
+	made := c.made()
+	// A killed run of the single-node layout (before nodes had namespaces), told by its pid
+	// files: its kubelet and containerd, and its kubepods cgroups (emptied by then).
+	var oldLayout bool
+	if _, err := os.Stat(c.path("pid", "kubelet")); err == nil {
+		oldLayout = true
+		note(stopPid(c.path("pid", "kubelet"), c.procs))
+		if alive(c.path("pid", "containerd")) {
+			note(removeContainers(filepath.Join(RunDir, "containerd.sock")))
+		}
+		note(stopPid(c.path("pid", "containerd"), c.procs))
+		note(killShims(filepath.Join(RunDir, "containerd.sock")))
 	}
-	for _, n := range []string{"containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
+	for _, name := range made["node"] {
+		note(stopPid(c.path("pid", "kube-router-"+name), c.procs))
+		note(stopPid(c.path("pid", "kubelet-"+name), c.procs))
+		sock := filepath.Join(RunDir, name, "containerd.sock")
+		if alive(c.path("pid", "containerd-"+name)) {
+			note(removeContainers(sock))
+		}
+		note(stopPid(c.path("pid", "containerd-"+name), c.procs))
+		note(killShims(sock))
+	}
+	// What is left in the nodes' cgroups: containers whose containerd and shims a killed run
+	// lost (the kernel reparents them), which would keep a node's mount namespace, and so its
+	// disk, alive.
+	for _, root := range made["cgroup"] {
+		note(killCgroupProcs(root))
+	}
+	for _, n := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		note(stopPid(c.path("pid", n), c.procs))
 	}
-	note(killShims(sock))
+	// Unmounting the pinned mount namespaces ends them (no process is left in them), and with
+	// them each node's disk, whose loop device detaches itself (autoclear).
 	note(unmountUnder(StateDir, RunDir))
+	for _, ns := range made["netns"] {
+		if _, err := os.Stat("/run/netns/" + ns); err == nil {
+			note(ip("netns", "delete", ns))
+		}
+	}
+	for _, img := range made["image"] {
+		note(detachLoops(img))
+		if err := os.Remove(img); err != nil && !errors.Is(err, os.ErrNotExist) {
+			note(err)
+		}
+	}
 	before := readLines(c.path("netns-before"))
 	for _, ns := range cniNetns() {
 		if before[ns] {
@@ -62,16 +112,80 @@ func (c *Cluster) cleanState() error {
 		note(os.Remove(ns))
 	}
 	if _, err := os.Stat("/sys/class/net/" + Bridge); err == nil {
-		if out, err := exec.Command("ip", "link", "delete", Bridge).CombinedOutput(); err != nil {
-			note(fmt.Errorf("ip link delete %s: %v: %s", Bridge, err, out))
-		}
+		note(ip("link", "delete", Bridge))
 	}
-	note(removeKubepods())
+	for _, d := range made["dir"] {
+		note(removeIfEmpty(d))
+	}
+	for _, root := range made["cgroup"] {
+		note(removeCgroups(root))
+	}
+	if oldLayout {
+		note(removeCgroups("kubepods"))
+	}
 	note(removeHostState(c.path("host-before")))
 	note(restoreSysctls(c.path("sysctls")))
 	if len(errs) == 0 {
-		note(os.RemoveAll(StateDir))
-		note(os.RemoveAll(RunDir))
+		// Nothing may be mounted under what is removed: RemoveAll would go into it.
+		if mounted := mountsUnder(StateDir, RunDir); len(mounted) > 0 {
+			note(fmt.Errorf("still mounted, not removing %s and %s: %v", StateDir, RunDir, mounted))
+		} else {
+			note(os.RemoveAll(StateDir))
+			note(os.RemoveAll(RunDir))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeIfEmpty removes dir and the directories under it if nothing else is in them,
+// unmounting dir first if it is a mount point of its own (ip netns makes /run/netns one).
+func removeIfEmpty(dir string) error {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for _, d := range dirs {
+		if d == dir {
+			if len(mountsUnder(dir)) > 0 {
+				if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+					return nil // another user's namespaces
+				}
+				if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL {
+					return fmt.Errorf("umount %s: %w", dir, err)
+				}
+			}
+		}
+		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EEXIST) {
+			return fmt.Errorf("rmdir %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// detachLoops detaches the loop devices over image, waiting for those a mount namespace in
+// its last moments still holds (autoclear detaches them when it lets go).
+func detachLoops(image string) error {
+	var devs []string
+	for i := 0; i < 50; i++ {
+		out, _ := exec.Command("losetup", "-j", image, "-O", "NAME", "-n").Output()
+		devs = strings.Fields(string(out))
+		if len(devs) == 0 {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var errs []error
+	for _, d := range devs {
+		if out, err := exec.Command("losetup", "-d", d).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("losetup -d %s (over %s): %v: %s", d, image, err, out))
+		}
+	}
+	if out, _ := exec.Command("losetup", "-j", image, "-O", "NAME", "-n").Output(); len(strings.TrimSpace(string(out))) > 0 {
+		errs = append(errs, fmt.Errorf("%s is still attached to %s", image, strings.TrimSpace(string(out))))
 	}
 	return errors.Join(errs...)
 }
@@ -189,32 +303,39 @@ func killShims(sock string) error {
 	return nil
 }
 
-// unmountUnder unmounts every mount point under the given directories, deepest first
-// (overlay root filesystems, the sandboxes' shm, the kubelet's volumes).
+// mountsUnder lists the mount points at or under the given directories, deepest first.
+func mountsUnder(dirs ...string) []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := device.UnescapeMountinfo(f[4])
+		for _, d := range dirs {
+			if mp == d || strings.HasPrefix(mp, d+"/") {
+				points = append(points, mp)
+			}
+		}
+	}
+	sort.SliceStable(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	return points
+}
+
+// unmountUnder unmounts every mount point under the given directories, deepest first (the
+// nodes' pinned mount namespaces, the shared directory and what tests mounted in it, the
+// directories' own bind mounts).
 func unmountUnder(dirs ...string) error {
 	var errs []error
-	for try := 0; try < 3; try++ {
-		data, err := os.ReadFile("/proc/self/mountinfo")
-		if err != nil {
-			return err
-		}
-		var points []string
-		for _, line := range strings.Split(string(data), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 5 {
-				continue
-			}
-			mp := device.UnescapeMountinfo(f[4])
-			for _, d := range dirs {
-				if mp == d || strings.HasPrefix(mp, d+"/") {
-					points = append(points, mp)
-				}
-			}
-		}
+	for try := 0; try < 5; try++ {
+		points := mountsUnder(dirs...)
 		if len(points) == 0 {
 			return nil
 		}
-		sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 		errs = nil
 		for _, p := range points {
 			if err := syscall.Unmount(p, 0); err != nil && err != syscall.EINVAL {
@@ -224,18 +345,54 @@ func unmountUnder(dirs ...string) error {
 			}
 		}
 	}
+	if points := mountsUnder(dirs...); len(points) > 0 {
+		errs = append(errs, fmt.Errorf("still mounted: %v", points))
+	}
 	return errors.Join(errs...)
 }
 
-// removeKubepods removes the kubelet's cgroups (kubepods and its QoS children, under
-// every v1 controller and the unified hierarchy), deepest first, once they are empty.
-func removeKubepods() error {
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods*")
-	if m, _ := filepath.Glob("/sys/fs/cgroup/kubepods*"); len(m) > 0 {
-		roots = append(roots, m...)
+// killCgroupProcs kills every process in a node's cgroup root and below (in the pids
+// hierarchy, which every process is in) and waits for them to go.
+func killCgroupProcs(root string) error {
+	base := filepath.Join("/sys/fs/cgroup/pids", root)
+	procs := func() []int {
+		var pids []int
+		_ = filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			data, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+			return nil
+		})
+		return pids
 	}
+	for i := 0; i < 50; i++ {
+		pids := procs()
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("processes left in %s: %v", base, procs())
+}
+
+// removeCgroups removes a node's cgroup root (the kubelet's cgroupRoot, kubepods and its QoS
+// and pod children under it) in every hierarchy, deepest first, once they are empty.
+func removeCgroups(root string) error {
+	roots, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", root))
 	var dirs []string
 	for _, r := range roots {
+		if fi, err := os.Lstat(filepath.Dir(r)); err != nil || !fi.IsDir() {
+			continue // cpu and cpuacct are symlinks to cpu,cpuacct
+		}
 		_ = filepath.Walk(r, func(p string, fi os.FileInfo, err error) error {
 			if err == nil && fi.IsDir() {
 				dirs = append(dirs, p)

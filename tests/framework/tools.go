@@ -1,4 +1,4 @@
-package testenv
+package framework
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // ToolsRequiredEnv names the environment variable that, set to "1", makes a missing pinned
@@ -32,7 +34,7 @@ func ToolDir(t testing.TB, tool string) string {
 	if dir, ok := toolDirs[tool]; ok {
 		return dir
 	}
-	out, err := exec.Command(RepoPath("scripts", "tools.sh"), "--cached", tool).Output()
+	out, err := exec.Command(testenv.RepoPath("scripts", "tools.sh"), "--cached", tool).Output()
 	if err != nil {
 		msg := "is not built on this machine: run `make tools` (builds it once into a per-machine cache)"
 		var exit *exec.ExitError
@@ -62,7 +64,7 @@ type PrometheusServer struct {
 // built follows ToolDir.
 func PrometheusServers(t testing.TB) []PrometheusServer {
 	t.Helper()
-	RequireTools(t, "prometheus", "promtool")
+	testenv.RequireTools(t, "prometheus", "promtool")
 	debian, _ := exec.LookPath("prometheus")
 	debianTool, _ := exec.LookPath("promtool")
 	v3 := ToolDir(t, "prometheus")

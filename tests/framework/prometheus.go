@@ -1,4 +1,4 @@
-package testenv
+package framework
 
 import (
 	"encoding/json"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // Prometheus is a running Debian prometheus, for tests and benchmarks that must see what
@@ -19,7 +21,7 @@ import (
 type Prometheus struct {
 	Addr string
 	cmd  *exec.Cmd
-	log  *SyncBuffer
+	log  *testenv.SyncBuffer
 }
 
 // PrometheusOptions says what a test Prometheus scrapes and evaluates.
@@ -48,7 +50,7 @@ type PrometheusOptions struct {
 func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 	t.Helper()
 	if opts.Binary == "" {
-		RequireTools(t, "prometheus")
+		testenv.RequireTools(t, "prometheus")
 		opts.Binary = "prometheus"
 	}
 	if opts.Interval == 0 {
@@ -84,7 +86,7 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &Prometheus{Addr: FreePort(t), log: &SyncBuffer{}}
+	p := &Prometheus{Addr: FreePort(t), log: &testenv.SyncBuffer{}}
 	args := append([]string{
 		"--config.file=" + cfgPath,
 		"--storage.tsdb.path=" + filepath.Join(dir, "data"),

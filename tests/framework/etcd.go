@@ -1,4 +1,4 @@
-package testenv
+package framework
 
 import (
 	"net/http"
@@ -6,13 +6,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
 // Etcd is a single-member etcd (Debian's etcd-server) on loopback ports, for tests that
 // must see what etcd itself does on a disk.
 type Etcd struct {
 	ClientURL string
-	Log       *SyncBuffer
+	Log       *testenv.SyncBuffer
 	cmd       *exec.Cmd
 	done      chan struct{}
 }
@@ -21,9 +23,9 @@ type Etcd struct {
 // its own pid), and waits until it answers /health.
 func StartEtcd(t testing.TB, dataDir string, extraArgs ...string) *Etcd {
 	t.Helper()
-	RequireTools(t, "etcd")
+	testenv.RequireTools(t, "etcd")
 	client, peer := "http://"+FreePort(t), "http://"+FreePort(t)
-	e := &Etcd{ClientURL: client, Log: &SyncBuffer{}, done: make(chan struct{})}
+	e := &Etcd{ClientURL: client, Log: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	args := append([]string{
 		"--name=diskprobe-test",
 		"--data-dir=" + dataDir,
@@ -44,7 +46,7 @@ func StartEtcd(t testing.TB, dataDir string, extraArgs ...string) *Etcd {
 			t.Logf("etcd log:\n%s", e.Log.String())
 		}
 	})
-	WaitFor(t, 30*time.Second, "etcd healthy", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "etcd healthy", func() bool {
 		select {
 		case <-e.done:
 			t.Fatalf("etcd exited: %v\n%s", e.cmd.ProcessState, e.Log.String())
