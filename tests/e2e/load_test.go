@@ -3,13 +3,16 @@ package e2e
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 const (
@@ -26,7 +29,8 @@ const (
 // TestScrapeLoadLosesNoScrapesOrRounds scrapes 16 busy targets (fsync and randread every
 // second) 200 times a second for 30 s on loopback, gzip-compressed as Prometheus asks.
 // On any machine: no scrape may fail (503 from the in-flight limit is load shedding, not a
-// failure), no round may fail, and every target must keep probing under the load. In make
+// failure), no round may fail, and every target must keep probing under the load, as much
+// as the others do (checkNoTargetStarved). In make
 // bench it also judges what depends on the machine being quiet (benchmode_test.go): scrape
 // p99, shedding, and how well rounds keep their 1 s interval against the quiet phase just
 // before, side by side.
@@ -46,8 +50,8 @@ func TestScrapeLoadLosesNoScrapesOrRounds(t *testing.T) {
     limits: {min_free: 0}
 `, name, dirs[name], loadInterval, loadInterval)
 	}
-	e := testenv.StartExporter(t, testenv.WriteConfig(t, cfg))
-	testenv.WaitMetric(t, e, 30*time.Second, "rounds on every busy target", func(f families) bool {
+	e := framework.StartExporter(t, framework.WriteConfig(t, cfg))
+	framework.WaitMetric(t, e, 30*time.Second, "rounds on every busy target", func(f families) bool {
 		for _, name := range names {
 			if runs(f, name, "fsync") < 2 || runs(f, name, "randread") < 2 {
 				return false
@@ -90,19 +94,17 @@ func TestScrapeLoadLosesNoScrapesOrRounds(t *testing.T) {
 	first, last := loadObs[0].f, loadObs[len(loadObs)-1].f
 	reportLoadFigures(t, names, quietObs, loadObs)
 	var skips float64
+	made := map[string]float64{} // rounds made under the load, by "target probe"
 	for _, name := range names {
 		for _, probe := range []string{"fsync", "randread"} {
 			if n := errs(last, name, probe); n != 0 {
 				t.Errorf("%s %s: %.0f failed rounds", name, probe, n)
 			}
-			// A third of the rounds due is far below what any machine gives (a starved
-			// target makes none: the rounds would be lost, not late).
-			if n, due := runs(last, name, probe)-runs(first, name, probe), loadDuration.Seconds()/loadInterval.Seconds(); n < due/3 {
-				t.Errorf("%s %s: %.0f rounds in %s of scrape load; want at least a third of the %.0f due", name, probe, n, loadDuration, due)
-			}
+			made[name+" "+probe] = runs(last, name, probe) - runs(first, name, probe)
 			skips += skipped(last, name, probe, "inflight") - skipped(first, name, probe, "inflight")
 		}
 	}
+	checkNoTargetStarved(t, made, loadDuration)
 
 	sent := float64(len(res.latencies))
 	reportTimingGoals(t, "Schedule and scrapes under scrape load", fmt.Sprintf(
@@ -119,6 +121,32 @@ func TestScrapeLoadLosesNoScrapesOrRounds(t *testing.T) {
 		{"longest round interval", fmtDur(percentile(loaded.gaps, 1)), "≤ 1.5s", percentile(loaded.gaps, 1) <= 1500*time.Millisecond},
 		{"rounds skipped (previous one still running)", fmt.Sprintf("%.0f", skips), "0", skips == 0},
 	})
+}
+
+// checkNoTargetStarved fails the test for each probe that starvedProbes names.
+func checkNoTargetStarved(t *testing.T, made map[string]float64, during time.Duration) {
+	t.Helper()
+	for _, msg := range starvedProbes(made) {
+		t.Errorf("%s in %s of scrape load: starved", msg, during)
+	}
+}
+
+// starvedProbes names the probes (keys of made, the rounds each made) that made far fewer
+// rounds than the median one of the same run: a starved target makes none, its rounds
+// lost, not late. How many rounds a target makes at all depends on the machine (on a
+// loaded 2-CPU machine a third of those due, the rest skipped while the previous one still
+// ran), so each is judged against its peers, side by side, not against the schedule;
+// make bench judges the schedule, on a quiet machine.
+func starvedProbes(made map[string]float64) []string {
+	counts := slices.Sorted(maps.Values(made))
+	median := counts[len(counts)/2]
+	var starved []string
+	for _, key := range slices.Sorted(maps.Keys(made)) {
+		if n := made[key]; n < 2 || n < median/3 {
+			starved = append(starved, fmt.Sprintf("%s: %.0f rounds, against a median of %.0f for the %d probes", key, n, median, len(made)))
+		}
+	}
+	return starved
 }
 
 // reportLoadFigures logs what the load did to the probes' figures themselves (reported,
