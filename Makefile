@@ -40,7 +40,7 @@ run: build
 # per machine, reused by every clone. The tests then fail, not skip, when one is missing.
 test-deps:
 	@scripts/ensure-deps.sh
-	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator >/dev/null; fi
+	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator kube-router >/dev/null; fi
 TOOLS_REQUIRED := $(shell [ "$$(id -u)" -eq 0 ] && echo 1)
 
 # Two modules: the daemon's at the top (its packages and their unit tests) and tests/ (the
@@ -66,7 +66,7 @@ test-k8s:
 	@if [ "$$(id -u)" -ne 0 ]; then \
 	  echo "make test-k8s: must run as root (it runs a kubelet, containerd, loop devices and mounts)" >&2; exit 1; fi
 	@scripts/ensure-deps.sh
-	@scripts/tools.sh k8s prometheus-operator >/dev/null
+	@scripts/tools.sh k8s prometheus-operator prometheus kube-router >/dev/null
 	cd tests && DISKPROBE_TOOLS_REQUIRED=1 $(GO) test -p 1 -count=1 -timeout 30m -v $(K8S_PKGS)
 
 # The packages whose tests need no root, under the race detector: the lock-free code (the

@@ -28,6 +28,10 @@ declare -A need=(
   [/usr/lib/cni/host-local]=containernetworking-plugins
   [/usr/lib/cni/loopback]=containernetworking-plugins
   [iptables]=iptables
+  [nsenter]=util-linux
+  [unshare]=util-linux
+  # kube-router's network policy controller (NetworkPolicies in the cluster tests).
+  [ipset]=ipset
 )
 for extra in "$@"; do need[${extra%%=*}]=${extra#*=}; done
 

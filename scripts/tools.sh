@@ -7,8 +7,8 @@
 #   scripts/tools.sh TOOL...        build what is missing, print each TOOL's bin directory
 #   scripts/tools.sh --cached TOOL  print the bin directory only if it is built (exit 3 if not)
 #
-# TOOL is k8s, prometheus-operator, prometheus or all; prometheus-operator-crds prints the
-# directory holding the operator's CRDs. The cache lives outside the clone, one directory per
+# TOOL is k8s, prometheus-operator, prometheus, kube-router or all; prometheus-operator-crds
+# prints the directory holding the operator's CRDs. The cache lives outside the clone, one directory per
 # tool and version, so every clone on the machine shares it:
 #
 #   ${DISKPROBE_TOOLS_CACHE:-/var/cache/diskprobe-tools}/<tool>-<version>/bin
@@ -23,6 +23,9 @@ set -euo pipefail
 KUBERNETES_VERSION=v1.34.1
 PROMETHEUS_OPERATOR_VERSION=v0.88.0
 PROMETHEUS_VERSION=v0.316.0 # Prometheus 3.x: the Go module's v0.3MM.P is release 3.MM.P
+# kube-router's network policy controller enforces NetworkPolicies in the cluster tests. The
+# proxy serves v2.1.0 and refuses the later v2 releases.
+KUBE_ROUTER_VERSION=v2.1.0
 
 CACHE=${DISKPROBE_TOOLS_CACHE:-/var/cache/diskprobe-tools}
 GO=${GO:-go}
@@ -216,6 +219,14 @@ build_prometheus() {
   echo "module: $mod $ver (Prometheus $release; API only, no web UI assets)" >"$stage/BUILDINFO"
 }
 
+build_kube_router() {
+  local stage=$1 ver=$KUBE_ROUTER_VERSION mod=github.com/cloudnativelabs/kube-router/v2
+  wrapper "$mod" "$ver" "$ver" "$mod/cmd/kube-router"
+  build_into "$stage/bin" "$wrapper_dir" "-s -w -X $mod/pkg/version.Version=$ver -X $mod/pkg/version.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)" "" \
+    "$mod/cmd/kube-router"
+  echo "module: $mod $ver" >"$stage/BUILDINFO"
+}
+
 export GOWORK=off
 cached_only=0
 [ "${1-}" = --cached ] && { cached_only=1; shift; }
@@ -223,8 +234,8 @@ cached_only=0
 tools=()
 for tool in "$@"; do
   case $tool in
-  all) tools+=(k8s prometheus-operator prometheus) ;;
-  k8s | kubernetes | prometheus-operator | prometheus-operator-crds | prometheus) tools+=("$tool") ;;
+  all) tools+=(k8s prometheus-operator prometheus kube-router) ;;
+  k8s | kubernetes | prometheus-operator | prometheus-operator-crds | prometheus | kube-router) tools+=("$tool") ;;
   *) usage ;;
   esac
 done
@@ -235,5 +246,6 @@ for tool in "${tools[@]}"; do
   prometheus-operator) ensure prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" build_prometheus_operator; echo "$dir/bin" ;;
   prometheus-operator-crds) ensure prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" build_prometheus_operator; echo "$dir/crds" ;;
   prometheus) ensure prometheus "$PROMETHEUS_VERSION" build_prometheus; echo "$dir/bin" ;;
+  kube-router) ensure kube-router "$KUBE_ROUTER_VERSION" build_kube_router; echo "$dir/bin" ;;
   esac
 done

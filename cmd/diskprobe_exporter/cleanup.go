@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/internal/answer"
@@ -20,6 +22,7 @@ import (
 type cleanupCommand struct {
 	name   string
 	dryRun *bool
+	rmdir  *bool
 	dirs   *[]string
 }
 
@@ -34,12 +37,19 @@ func addCleanupCommand(app *kingpin.Application) *cleanupCommand {
 	return &cleanupCommand{
 		name:   cmd.FullCommand(),
 		dryRun: cmd.Flag("dry-run", "Print what would be removed, one path a line, and remove nothing.").Bool(),
-		dirs:   cmd.Arg("dir", "Directory whose .diskprobe/ to clean (default: every target of --config.file).").Strings(),
+		rmdir: cmd.Flag("rmdir", "Then remove each DIR named on the command line when it is left empty: a probe_dir made for the exporter alone, "+
+			"such as the one the kubelet creates for the Helm chart's pods. A DIR holding anything is left, and named.").Bool(),
+		dirs: cmd.Arg("dir", "Directory whose .diskprobe/ to clean (default: every target of --config.file).").Strings(),
 	}
 }
 
 func (c *cleanupCommand) run(configFile string) int {
 	dirs := *c.dirs
+	if *c.rmdir && len(dirs) == 0 {
+		// The configuration's directories include targets' own paths (etcd's data directory).
+		fmt.Fprintln(os.Stderr, "cleanup --rmdir: name the directories to remove; it never takes them from --config.file")
+		return 1
+	}
 	if len(dirs) == 0 {
 		cfg, err := config.Read(configFile)
 		if err != nil {
@@ -77,6 +87,12 @@ func (c *cleanupCommand) run(configFile string) int {
 			if found.Dir != "" && len(found.Foreign) == 0 {
 				printPath(found.Dir)
 			}
+			if *c.rmdir && len(found.Foreign) == 0 {
+				only := false
+				if calls.Call(context.Background(), dir, cleanupWait, func() { only = onlyProbeDirIn(dir) }) && only {
+					printPath(dir)
+				}
+			}
 			continue
 		}
 		var removed []string
@@ -91,9 +107,41 @@ func (c *cleanupCommand) run(configFile string) int {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", dir, err)
 			code = 1
+			continue
+		}
+		if *c.rmdir && len(found.Foreign) == 0 {
+			if !calls.Call(context.Background(), dir, cleanupWait, func() { err = removeEmptyDir(dir) }) {
+				err = &answer.NotAnsweredError{Path: dir, Wait: cleanupWait}
+			}
+			switch {
+			case err == nil:
+				printPath(dir)
+			case errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST):
+				fmt.Fprintf(os.Stderr, "%s: left, it holds more than the exporter's files\n", dir)
+			case errors.Is(err, unix.ENOENT):
+			default:
+				fmt.Fprintf(os.Stderr, "%s: %v\n", dir, err)
+				code = 1
+			}
 		}
 	}
 	return code
+}
+
+// removeEmptyDir removes dir if it is an empty directory (rmdir: never its contents), and not
+// a symlink to one.
+func removeEmptyDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return &os.PathError{Op: "lstat", Path: dir, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return &os.PathError{Op: "rmdir", Path: dir, Err: unix.ENOTDIR}
+	}
+	if err := unix.Rmdir(dir); err != nil {
+		return &os.PathError{Op: "rmdir", Path: dir, Err: err}
+	}
+	return nil
 }
 
 // printPath prints one path a line, the form maintainer scripts read; a path with a
@@ -104,4 +152,19 @@ func printPath(path string) {
 		return
 	}
 	fmt.Println(path)
+}
+
+// onlyProbeDirIn reports whether dir holds nothing but the exporter's .diskprobe/: what
+// --rmdir would leave empty.
+func onlyProbeDirIn(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Name() != probe.DirName {
+			return false
+		}
+	}
+	return true
 }

@@ -66,3 +66,30 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "diskprobe-exporter.volumeName" -}}
 {{- printf "host-%s" (sha256sum . | trunc 10) }}
 {{- end }}
+
+{{/* The labels of a prometheus-operator object: monitoringLabels with a value, then the
+     object's own labels. Argument: (list $ .Values.<object>.labels). */}}
+{{- define "diskprobe-exporter.monitoringLabels" -}}
+{{- $root := index . 0 }}{{- $own := index . 1 }}
+{{- $labels := dict }}
+{{- range $k, $v := $root.Values.monitoringLabels }}{{ if $v }}{{ $_ := set $labels $k $v }}{{ end }}{{ end }}
+{{- range $k, $v := $own }}{{ $_ := set $labels $k $v }}{{ end }}
+{{- with $labels }}{{ toYaml . }}{{ end }}
+{{- end }}
+
+{{/* The rule file's text (alerts/diskprobe.rules.yml, copied into files/ by `make chart-files`)
+     with the values that adapt it applied: the runbook URL, the exporter's job selector and the
+     peer group labels. The PrometheusRule and the rules ConfigMap hold the same rules. */}}
+{{- define "diskprobe-exporter.rules" -}}
+{{- $rules := .Files.Get "files/diskprobe.rules.yml" }}
+{{- with .Values.prometheusRule.runbookUrlBase }}
+{{- $rules = replace "https://github.com/diskprobe/diskprobe_exporter/blob/main/docs/runbook.md" (trimSuffix "/" .) $rules }}
+{{- end }}
+{{- $rules = replace "job=~\".*diskprobe.*\"" .Values.diskprobeSelector $rules }}
+{{- replace "job, cluster, target" .Values.peerGroupLabels $rules }}
+{{- end }}
+
+{{/* A map of labels as k=v, comma-separated, for NOTES.txt. */}}
+{{- define "diskprobe-exporter.labelList" -}}
+{{- $l := list }}{{ range $k, $v := . }}{{ $l = append $l (printf "%s=%s" $k $v) }}{{ end }}{{ join ", " $l }}
+{{- end }}
