@@ -5,7 +5,7 @@ import "time"
 // Clock is the scheduler's view of time, so that tests can drive rounds without waiting.
 type Clock interface {
 	Now() time.Time
-	// After is time.After; the timer is garbage once it fires or is dropped.
+	// NewTimer is time.NewTimer; the timer is garbage once it fires or is dropped.
 	NewTimer(d time.Duration) Timer
 }
 

@@ -65,10 +65,10 @@ func (d *disk) unitStarts(paths device.Paths, name string, now time.Time) {
 	d.idle += now.Sub(d.ended)
 	for n, end := range d.atEnd {
 		s, err := paths.ReadStats(n)
-		if err != nil || !counterOrder(end, s) {
+		if err != nil || !s.After(end) {
 			continue // gone or re-created (a loop device re-attached): no figure for this gap
 		}
-		d.others[n] = addStats(d.others[n], subStats(s, end))
+		d.others[n] = d.others[n].Add(s.Sub(end))
 	}
 }
 
@@ -102,30 +102,7 @@ func (d *disk) since(mark *contextMark, name string) (device.Stats, time.Duratio
 	if wall < minContextWindow {
 		return device.Stats{}, 0, false
 	}
-	delta := subStats(others, mark.others)
+	delta := others.Sub(mark.others)
 	*mark = contextMark{set: true, others: others, idle: d.idle}
 	return delta, wall, true
-}
-
-func counterOrder(a, b device.Stats) bool {
-	return b.ReadIOs >= a.ReadIOs && b.WriteIOs >= a.WriteIOs && b.DiscardIOs >= a.DiscardIOs &&
-		b.FlushIOs >= a.FlushIOs && b.ReadSectors >= a.ReadSectors && b.WriteSectors >= a.WriteSectors && b.IOTicks >= a.IOTicks
-}
-
-func subStats(a, b device.Stats) device.Stats {
-	return device.Stats{
-		ReadIOs: a.ReadIOs - b.ReadIOs, WriteIOs: a.WriteIOs - b.WriteIOs,
-		DiscardIOs: a.DiscardIOs - b.DiscardIOs, FlushIOs: a.FlushIOs - b.FlushIOs,
-		ReadSectors: a.ReadSectors - b.ReadSectors, WriteSectors: a.WriteSectors - b.WriteSectors,
-		IOTicks: a.IOTicks - b.IOTicks,
-	}
-}
-
-func addStats(a, b device.Stats) device.Stats {
-	return device.Stats{
-		ReadIOs: a.ReadIOs + b.ReadIOs, WriteIOs: a.WriteIOs + b.WriteIOs,
-		DiscardIOs: a.DiscardIOs + b.DiscardIOs, FlushIOs: a.FlushIOs + b.FlushIOs,
-		ReadSectors: a.ReadSectors + b.ReadSectors, WriteSectors: a.WriteSectors + b.WriteSectors,
-		IOTicks: a.IOTicks + b.IOTicks,
-	}
 }

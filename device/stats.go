@@ -8,8 +8,9 @@ import (
 	"github.com/prometheus/procfs/blockdevice"
 )
 
-// Stats are one read of a device's /proc/diskstats line. Counters are cumulative since boot;
-// the collector works with the difference of two reads around a probe round.
+// Stats are one read of a device's /proc/diskstats line, or a sum or difference of reads.
+// Counters are cumulative since boot; the collector sums, per disk, the differences across
+// the gaps between its own units of I/O: what others did on the device.
 type Stats struct {
 	ReadIOs, WriteIOs, DiscardIOs, FlushIOs uint64        // completed
 	ReadSectors, WriteSectors               uint64        // always 512-byte units, whatever the block size
@@ -42,4 +43,32 @@ func (p Paths) ReadStats(name string) (Stats, error) {
 		}, nil
 	}
 	return Stats{}, fmt.Errorf("device %q not found in %s", name, filepath.Join(p.procFS(), "diskstats"))
+}
+
+// Sub is s minus earlier, field by field.
+func (s Stats) Sub(earlier Stats) Stats {
+	return Stats{
+		ReadIOs: s.ReadIOs - earlier.ReadIOs, WriteIOs: s.WriteIOs - earlier.WriteIOs,
+		DiscardIOs: s.DiscardIOs - earlier.DiscardIOs, FlushIOs: s.FlushIOs - earlier.FlushIOs,
+		ReadSectors: s.ReadSectors - earlier.ReadSectors, WriteSectors: s.WriteSectors - earlier.WriteSectors,
+		IOTicks: s.IOTicks - earlier.IOTicks,
+	}
+}
+
+// Add is s plus o, field by field.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{
+		ReadIOs: s.ReadIOs + o.ReadIOs, WriteIOs: s.WriteIOs + o.WriteIOs,
+		DiscardIOs: s.DiscardIOs + o.DiscardIOs, FlushIOs: s.FlushIOs + o.FlushIOs,
+		ReadSectors: s.ReadSectors + o.ReadSectors, WriteSectors: s.WriteSectors + o.WriteSectors,
+		IOTicks: s.IOTicks + o.IOTicks,
+	}
+}
+
+// After reports whether no counter of s is below earlier's: both are reads of one device,
+// not of a device re-created (a loop device re-attached) in between.
+func (s Stats) After(earlier Stats) bool {
+	return s.ReadIOs >= earlier.ReadIOs && s.WriteIOs >= earlier.WriteIOs && s.DiscardIOs >= earlier.DiscardIOs &&
+		s.FlushIOs >= earlier.FlushIOs && s.ReadSectors >= earlier.ReadSectors && s.WriteSectors >= earlier.WriteSectors &&
+		s.IOTicks >= earlier.IOTicks
 }
