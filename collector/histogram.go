@@ -27,28 +27,9 @@ import (
 // histogram_test.go compare it with client_golang's HistogramVec byte for byte, so a
 // client_golang upgrade that changes the exposition fails there rather than drifting.
 //
-// What that buys, as Prometheus sees it (issue 25, 2-core VM shared with other work, on
-// 2026-11-24): one process serves the daemon's metrics for 64 targets twice, with these
-// LatencyVecs and with HistogramVecs of the same buckets, both fed the same day of
-// fsync and randread rounds (log-normal latencies, 1 % of fdatasyncs 10 to 1000 times
-// slower: about 180 native buckets a target); a real Prometheus scrapes both every second for
-// 150 s per setting. Medians (p99) of its scrape_duration_seconds:
-//
-//	Prometheus, setting                 LatencyVec       HistogramVec     ratio, difference
-//	2.42, default (text)                11.9 ms (44 ms)  16.8 ms (54 ms)  1.41×, +4.9 ms
-//	2.42, native-histograms (protobuf)  16.5 ms (86 ms)  21.3 ms (49 ms)  1.29×, +4.8 ms
-//	3.16, default (text)                14.8 ms (54 ms)  22.6 ms (62 ms)  1.53×, +7.8 ms
-//	3.16, scrape_native_histograms      13.7 ms (53 ms)  23.3 ms (68 ms)  1.70×, +9.6 ms
-//	3.16, native + classic, protobuf    15.6 ms (48 ms)  22.3 ms (80 ms)  1.43×, +6.7 ms
-//
-// (an earlier run that day: 1.14× to 1.63×, +2.8 to +9.2 ms; p99s are the shared machine's noise).
-// Bodies are the same size (16 KiB gzipped text, 32 KiB protobuf). CPU per gzipped scrape
-// in process: 5.9 ms against 9.6 ms (text), 5.2 against 8.8 ms (protobuf). Observe:
-// 40 ns against 54 ns, 21 against 31 ns from 8 goroutines (nothing beside a system call).
-// Several milliseconds of every scrape, a third to two thirds more, keep it here.
-//
-//	DISKPROBE_BENCH_HISTOGRAMCOST=1 go -C tests test ./bench -run '^TestHistogramScrapeCost$' -count=1 -v
-//	go -C tests test ./bench -run '^$' -bench HistogramObserve -count 6
+// It makes a 64-target scrape, as Prometheus measures it, a third to two thirds cheaper
+// than HistogramVecs of the same buckets: docs/measurements.md#latencyvec (figures and the
+// commands that rerun them).
 type LatencyVec struct {
 	desc    *prometheus.Desc
 	buckets []float64 // classic upper bounds, +Inf implied

@@ -1,5 +1,7 @@
 // Package collector schedules the probes of every target under hard rate limits and
-// turns their results into Prometheus metrics. It never does raw I/O itself: that is
+// turns their results into Prometheus metrics. Its only system calls are
+// the stat and statfs that check a target is still on its filesystem (filesystem.go) and
+// the device counters it reads (device/); the probes' I/O is
 // the probe package's job.
 package collector
 

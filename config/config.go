@@ -124,7 +124,7 @@ func (t *Target) ReadFileSize() int64 {
 		}
 	}
 	if n == 0 {
-		return DefaultReadFileSize
+		return defaultReadFileSize
 	}
 	return n
 }

@@ -25,7 +25,7 @@ var DefaultLimits = Limits{IOPS: 200, Bandwidth: 50 * MiB, Timeout: 30 * time.Se
 // key table follows it too.
 var (
 	defaultFsync    = ProbeConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 2300, FileSize: 64 * MiB}
-	defaultRandread = ProbeConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 4 * KiB, FileSize: DefaultReadFileSize}
+	defaultRandread = ProbeConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 4 * KiB, FileSize: defaultReadFileSize}
 	defaultSeqread  = ProbeConfig{Interval: 10 * time.Minute, Bytes: 64 * MiB, BlockSize: 1 * MiB}
 	defaultSeqwrite = ProbeConfig{Interval: time.Hour, Bytes: 64 * MiB, BlockSize: 1 * MiB}
 )
@@ -38,9 +38,9 @@ var (
 	onEveryKind   = []Kind{KindDirectory, KindBlockDevice}
 )
 
-// DefaultReadFileSize is the size of the read probe file: randread's default file_size,
+// defaultReadFileSize is the size of the read probe file: randread's default file_size,
 // and the size when no probe that reads the file sets one (seqread takes none).
-const DefaultReadFileSize = 256 * MiB
+const defaultReadFileSize = 256 * MiB
 
 // Default is the configuration of a probe of kind name as an empty key gives it.
 func Default(name string) ProbeConfig { return LookupProbe(name).Defaults }

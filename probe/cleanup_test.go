@@ -12,7 +12,7 @@ import (
 // symlink to one of ours, and not the directory while anything else is in it.
 func TestCleanupRemovesOnlyFilesWithTheHeader(t *testing.T) {
 	root := t.TempDir()
-	dir, err := EnsureDir(root)
+	dir, err := ensureDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,11 +20,9 @@ var schedstatPath = "/proc/thread-self/schedstat"
 // includes getting back onto a CPU after the system call returns, as etcd's wal_fsync
 // does: on a host whose CPUs are saturated that wait, not the disk, is the latency.
 //
-// Reading it costs a system call, and on the 2-CPU VM this was built on (PTI: every
-// system call flushes the TLB) one more system call per operation cost 8 % of a 4 KiB
-// random read's CPU and, with the whole round locked to its thread, 13 % of a
-// write+fdatasync's (each Gosched of a locked goroutine hands its thread over twice): one
-// reading before and one after each timed call was out of the question. So run_delay is read at the ends of
+// Reading it costs a system call, and one more system call per operation cost a tenth of
+// a probe's CPU (docs/measurements.md#cpu-wait-clock): one reading before and one after
+// each timed call was out of the question. So run_delay is read at the ends of
 // segments: a segment opens just before a timed call (begin) and stays open over the
 // operations that follow back to back, through the few microseconds of Go between them
 // (observing the samples, filling the next buffer); it closes (pause) before anything
@@ -34,9 +32,8 @@ var schedstatPath = "/proc/thread-self/schedstat"
 // probe kind never does.
 // What the count can hold beyond the timed calls is a preemption of the thread while it
 // ran that Go between two operations: a few microseconds of the 60-190 µs of CPU an
-// operation costs there, so a few per cent of the wait, counted, never hidden. Measured
-// with make bench's loop process: 0.08 readings per 4 KiB read and 0.35 per
-// write+fdatasync; CPU per operation 1.01× what it was without them.
+// operation costs there, so a few per cent of the wait, counted, never hidden
+// (docs/measurements.md#cpu-wait-clock).
 //
 // A round runs locked to one OS thread (bind), except around round.settle's yield, after
 // which the thread is asked again: the daemon's worker goroutine is not locked between

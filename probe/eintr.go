@@ -10,7 +10,7 @@ import "golang.org/x/sys/unix"
 // a preemption would be a probe error, and a page.
 //
 // Every interruptible call in this package goes through it (open, pread, pwrite,
-// fdatasync, fallocate, ftruncate, fstat, lstat, statfs, statx, faccessat, lseek,
+// fdatasync, fallocate, ftruncate, fstat, lstat, rmdir, statfs, statx, faccessat, lseek,
 // ioctl); close(2) never does: Linux releases the descriptor even when close fails with
 // EINTR, and a retry could close one that another goroutine has just been given.
 //

@@ -69,9 +69,9 @@ func (e *ForeignFileError) Error() string {
 	return fmt.Sprintf("refusing to touch %s: %s; it was not created by diskprobe_exporter, move it away", e.Path, e.Reason)
 }
 
-// EnsureDir creates <path>/.diskprobe (mode 0700) or checks that the existing one is ours:
+// ensureDir creates <path>/.diskprobe (mode 0700) or checks that the existing one is ours:
 // a real directory, not a symlink, owned by the exporter's user.
-func EnsureDir(target string) (string, error) {
+func ensureDir(target string) (string, error) {
 	dir := filepath.Join(target, DirName)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("creating probe directory: %w", err)
@@ -315,7 +315,7 @@ type OwnFiles struct {
 func FindOwnFiles(dir string) (OwnFiles, error) {
 	probeDir := filepath.Join(dir, DirName)
 	var st unix.Stat_t
-	if err := unix.Lstat(probeDir, &st); err != nil {
+	if err := ignoringEINTR(func() error { return unix.Lstat(probeDir, &st) }); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return OwnFiles{}, nil
 		}
@@ -344,7 +344,7 @@ func FindOwnFiles(dir string) (OwnFiles, error) {
 // created: it carries the header, or it is an empty *.probe file.
 func isOwnFile(path string) bool {
 	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := ignoringEINTR(func() error { return unix.Lstat(path, &st) }); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false
 	}
 	if st.Size == 0 {
@@ -369,7 +369,7 @@ func (p OwnFiles) Remove() (removed []string, err error) {
 		removed = append(removed, f)
 	}
 	if p.Dir != "" && len(p.Foreign) == 0 {
-		if err := unix.Rmdir(p.Dir); err == nil {
+		if err := ignoringEINTR(func() error { return unix.Rmdir(p.Dir) }); err == nil {
 			removed = append(removed, p.Dir)
 		} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTEMPTY) {
 			return removed, &os.PathError{Op: "rmdir", Path: p.Dir, Err: err}

@@ -11,7 +11,6 @@ import (
 // FsyncOptions configure the etcd-WAL-like probe.
 type FsyncOptions struct {
 	Dir       string // the target directory; the file lives in Dir/.diskprobe
-	FileName  string // default "fsync.probe"
 	Ops       int    // write+fdatasync pairs per round
 	BlockSize int    // bytes per write (etcd's WAL entries average ~2300 B)
 	FileSize  int64  // preallocated size; a new file is cut when it is full, like a WAL segment
@@ -36,21 +35,21 @@ type fsyncWriter struct {
 	calls [2]ioCall // the write and its fdatasync
 }
 
+// fsyncFileName is the fsync probe's file in the probe directory.
+const fsyncFileName = "fsync.probe"
+
 // NewFsync checks the probe directory; the file itself is created by the first round.
 func NewFsync(opts FsyncOptions) (*Fsync, error) {
-	if opts.FileName == "" {
-		opts.FileName = "fsync.probe"
-	}
 	if opts.BlockSize <= 0 || opts.Ops <= 0 || opts.FileSize < HeaderSize+int64(opts.BlockSize) {
 		return nil, fmt.Errorf("fsync probe: invalid options %+v", opts)
 	}
-	dir, err := EnsureDir(opts.Dir)
+	dir, err := ensureDir(opts.Dir)
 	if err != nil {
 		return nil, err
 	}
 	return &Fsync{prober[*fsyncWriter]{kind: &fsyncWriter{
 		opts: opts,
-		path: filepath.Join(dir, opts.FileName),
+		path: filepath.Join(dir, fsyncFileName),
 		fd:   -1,
 		buf:  make([]byte, opts.BlockSize),
 		rng:  newRNG(),
@@ -129,7 +128,7 @@ func shortWrite(n, want int) error { return fmt.Errorf("short write: %d of %d by
 // round makes it untimed.
 func (p *fsyncWriter) cutFile(notice func(string)) error {
 	_ = p.closeFiles()
-	if _, err := EnsureDir(p.opts.Dir); err != nil {
+	if _, err := ensureDir(p.opts.Dir); err != nil {
 		return err
 	}
 	f, err := createProbeFile(notice, p.path, Header{Kind: "fsync", Size: p.opts.FileSize})
@@ -150,7 +149,8 @@ func (p *fsyncWriter) closeFiles() error {
 	return err
 }
 
-// Remove closes and deletes the probe file (used by the one-shot check).
+// Remove closes and deletes the probe file. The daemon leaves its files for the next start
+// (`cleanup` removes them); the benchmarks and the alert replay in tests/ remove theirs.
 func (p *Fsync) Remove() error {
 	_ = p.Close()
 	return removeOwn(p.kind.path)

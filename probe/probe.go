@@ -1,7 +1,8 @@
 // Package probe does the disk I/O of diskprobe_exporter: it prepares probe files, issues
 // the reads, writes and fdatasyncs, and times each system call. It knows nothing of
-// Prometheus, so the one-shot `check` command and the benchmarks run exactly the code the
-// daemon runs.
+// Prometheus, so the one-shot `check` command and the benchmarks run the daemon's probers
+// (check's etcd profile runs Fsync as the daemon does; its sweep and randrw profiles run
+// RunQueue, queue-depth I/O the daemon never issues).
 package probe
 
 import (

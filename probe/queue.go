@@ -54,25 +54,9 @@ const sharedBufferAbove = 64 << 20
 // (iodepth_batch_submit=1), one completion per io_getevents (see aio.wait), each I/O
 // timed from just before its io_submit to just after the io_getevents that reaps it
 // (fio's `lat`).
-// Chosen by measurement against fio libaio iodepth=32, 4 KiB random reads of a RAM-backed
-// loop device, 3 s runs on this 2-CPU machine under a load average of ~10:
-//   - N goroutines of blocking pread, each on its own OS thread: 30,000-38,000 IO/s
-//     against fio's 55,000-58,000. A thread blocked in pread keeps its P until sysmon
-//     takes it back, so GOMAXPROCS=2 keeps only a few reads in flight. With GOMAXPROCS
-//     raised to N+2: 61,000-88,000 IO/s, but p50 250-360 µs against fio's 200-250 µs.
-//   - io_uring, submissions batched: 110,000-124,000 IO/s against fio libaio's
-//     53,000-97,000 (and fio's own io_uring engine's 66,000-130,000): another kernel
-//     path, not what fio's libaio measures; container runtimes' default seccomp profiles
-//     also refuse io_uring, not AIO.
-//   - AIO with batched submissions and reaping: 114,000-124,000 IO/s. One io_submit per
-//     I/O but all ready completions reaped at once: IO/s 1.10× fio's, p50 0.58×. One of
-//     each, as fio (this code): IO/s 1.00×, p50 1.18× at depth 32, and every other case
-//     of BENCHMARKS.md ("Queue depth") within ±15 %.
-//
-// At depth 1 a 4 KiB read of that device takes less than waking a halted vCPU: unpinned,
-// either tool's figures followed which CPU the scheduler woke (fio's p50 16-64 µs across
-// runs of one command, ours 13-48 µs, neither consistently lower). With both tools and the
-// loop device's workers on one CPU: IO/s 1.07×, p50 0.93× fio's.
+// Chosen over blocking preads on N threads and over io_uring by measurement against fio
+// (docs/measurements.md#runqueue): one io_submit and one io_getevents per I/O is what
+// agrees with fio's libaio, which the users' own recipe runs.
 //
 // Where io_setup is refused, the threads run instead (GOMAXPROCS raised for the job) and
 // Mechanism says so. Each wait is an ordinary blocking system call: an I/O stuck in the

@@ -58,9 +58,9 @@ type preparation struct {
 	reused    bool
 }
 
-// PrepareChunk is how much of a probe file one preparation step writes at most: a step
+// prepareChunk is how much of a probe file one preparation step writes at most: a step
 // is bounded so that the target's other probes keep their schedule meanwhile.
-const PrepareChunk = 8 << 20
+const prepareChunk = 8 << 20
 
 const prepareBlock = 1 << 20
 
@@ -71,7 +71,7 @@ func NewProbeFile(targetDir string, size, minFree, fallbackAlign int64) (*ReadSo
 	if err := CheckDirectIO(targetDir); err != nil {
 		return nil, err
 	}
-	dir, err := EnsureDir(targetDir)
+	dir, err := ensureDir(targetDir)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (s *ReadSource) Prepare(ctx context.Context, env *Env, step func(Result)) e
 	}
 }
 
-// PrepareStep writes up to PrepareChunk bytes of the probe file, each block waiting for
+// PrepareStep writes up to prepareChunk bytes of the probe file, each block waiting for
 // the target's budget, and finishes the file when it is full.
 func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, error) {
 	var res Result
@@ -179,7 +179,7 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 		}
 		p.chunk = chunk
 	}
-	for written := 0; written < PrepareChunk && p.off < p.size; written += len(p.chunk) {
+	for written := 0; written < prepareChunk && p.off < p.size; written += len(p.chunk) {
 		if err := env.Budget.Wait(ctx, len(p.chunk)); err != nil {
 			return res, false, err
 		}
@@ -238,7 +238,7 @@ func (s *ReadSource) reuse() (bool, error) {
 
 func (s *ReadSource) begin(notice func(string)) error {
 	p := s.prep
-	dir, err := EnsureDir(p.targetDir)
+	dir, err := ensureDir(p.targetDir)
 	if err != nil {
 		return err
 	}
@@ -350,7 +350,8 @@ func (s *ReadSource) Close() error {
 	return nil
 }
 
-// Remove closes the source and deletes its probe file (used by the one-shot check).
+// Remove closes the source and deletes its probe file. The daemon leaves its files for the
+// next start (`cleanup` removes them); the benchmarks and the alert replay in tests/ remove theirs.
 func (s *ReadSource) Remove() error {
 	_ = s.Close()
 	if s.prep == nil {

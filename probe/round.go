@@ -196,10 +196,8 @@ func (r *round) timed(path string, calls []ioCall, short func(n, want int) error
 // budget's burst, a benchmark), so after its first 10 ms every system call longer than
 // sysmon's tick lost its P and, on the way out, had to take one back and wake the
 // sleeping sysmon, which then preempted the prober: 10-20 µs inside the timing region
-// for one call in ten. Measured with perf (sys_exit tracepoint to the clock read after
-// fdatasync, 10,029 calls): p90 8.8 µs, p99 22.3 µs without; 2.7 µs, 4.0 µs with. Not
-// before every call: each Gosched also wakes an idle thread to look for work, which cost
-// 29 % more CPU over 65,536 random reads (2.74 s against 2.13 s, fio 2.21 s). The calls
+// for one call in ten. Not before every call: each Gosched also wakes an idle thread to
+// look for work, which cost a quarter more CPU (docs/measurements.md#settle). The calls
 // stay ordinary blocking system calls, so an operation stuck in the kernel still gives
 // its P back and the rest of the process keeps running, unlike a raw system call.
 //

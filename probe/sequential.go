@@ -90,7 +90,7 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 	if err := CheckDirectIO(targetDir); err != nil {
 		return nil, err
 	}
-	dir, err := EnsureDir(targetDir)
+	dir, err := ensureDir(targetDir)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (p *sequentialWriter) open(notice func(string)) error {
 	if p.fd >= 0 {
 		return nil
 	}
-	if _, err := EnsureDir(p.dir); err != nil { // it may have been deleted under us
+	if _, err := ensureDir(p.dir); err != nil { // it may have been deleted under us
 		return err
 	}
 	fd, err := createDirectFile(notice, p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})

@@ -37,7 +37,7 @@ func CheckWritable(root string) error {
 		return &os.PathError{Op: "lstat", Path: dir, Err: err}
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		// A symlink or a file at .diskprobe, or (below) a .diskprobe of another user the
-		// exporter could write: EnsureDir refuses them at the first round, naming them, and
+		// exporter could write: ensureDir refuses them at the first round, naming them, and
 		// the target recovers once the operator moves them away.
 		return nil
 	}

@@ -1,6 +1,7 @@
 // Command diskprobe_exporter runs small, rate-limited disk probes on configured
 // directories and block devices and exposes their latencies as Prometheus histograms.
-// This file is wiring only: flags, logger, registry, HTTP, signals.
+// This file wires the daemon: flags, logger, registry, HTTP, signals, and the one
+// goroutine that reads, plans and applies the configuration at start and on reload.
 package main
 
 import (

@@ -65,8 +65,8 @@ func (p *Paths) Call(ctx context.Context, path string, wait time.Duration, fn fu
 	}
 }
 
-// Outstanding is how many paths have a call that has not returned.
-func (p *Paths) Outstanding() int {
+// outstanding is how many paths have a call that has not returned.
+func (p *Paths) outstanding() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.pending)

@@ -24,8 +24,8 @@ func TestAHungPathNeverGetsASecondCall(t *testing.T) {
 			t.Fatalf("Call waited %s with a 20ms wait", d)
 		}
 	}
-	if n := started.Load(); n != 1 || p.Outstanding() != 1 {
-		t.Fatalf("%d calls started, %d outstanding on a hung path; want 1 and 1", n, p.Outstanding())
+	if n := started.Load(); n != 1 || p.outstanding() != 1 {
+		t.Fatalf("%d calls started, %d outstanding on a hung path; want 1 and 1", n, p.outstanding())
 	}
 	// Another path is not held up by the hung one.
 	if !p.Call(context.Background(), "/healthy", time.Second, func() {}) {

@@ -266,6 +266,8 @@ func (r *Report) Markdown() string {
 	w("daemon runs (`probe.Unlimited` budget, every sample kept through `probe.Env.Observe`), in a\n")
 	w("process of its own so that its CPU is measured alone.\n\n")
 	w("Command: `%s`\n\n", r.Command)
+	w("One-off measurements that chose a design (the histogram vector, the queue-depth engine, the CPU-wait\n")
+	w("clock, the settle before a timed call) are in [docs/measurements.md](docs/measurements.md); make bench does not rerun them.\n\n")
 	m := r.Machine
 	w("## Machine\n\n| | |\n|---|---|\n")
 	w("| CPUs (`nproc`) | %d (%s) |\n| memory | %s |\n| kernel | %s, CONFIG_HZ=%s |\n| Go | %s |\n| fio | %s |\n| node_exporter | %s |\n| Prometheus | %s |\n", m.NumCPU, m.CPUModel, m.MemTotal, m.Kernel, m.HZ, m.GoVersion, m.Fio, m.NodeExporter, m.Prometheus)
