@@ -47,10 +47,6 @@ func perSecond(n float64, d time.Duration) float64 {
 	return n / d.Seconds()
 }
 
-func mib(n int64) string {
-	return fmt.Sprintf("%.1f MiB", float64(n)/config.MiB)
-}
-
 func rate(n int64, elapsed time.Duration) string {
 	if elapsed <= 0 {
 		return "-"

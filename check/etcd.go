@@ -14,6 +14,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
@@ -377,7 +378,7 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 	env := &probe.Env{Budget: probe.Unlimited, Notice: r.tg.notice, Observe: func(probe.Sample) { read.Add(SeqreadBlock) }}
 	stop := r.opts.Progress.start(ProbeSeqread, func(elapsed time.Duration) (float64, string) {
 		n := read.Load()
-		return float64(n) / SeqreadBytes, fmt.Sprintf("%s/%s in %s blocks", mib(n), mib(SeqreadBytes), mib(SeqreadBlock))
+		return float64(n) / SeqreadBytes, fmt.Sprintf("%s/%s in %s blocks", bytesize.Approx(n), bytesize.Approx(SeqreadBytes), bytesize.Approx(SeqreadBlock))
 	})
 	res, err := p.Round(ctx, env)
 	stop(err == nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
@@ -98,7 +99,7 @@ func RandRW(ctx context.Context, opts RandRWOptions) (*RandRWReport, error) {
 
 func (rep *RandRWReport) run(ctx context.Context, src *probe.ReadSource, opts RandRWOptions) error {
 	stop := opts.Progress.start("randrw", func(elapsed time.Duration) (float64, string) {
-		return min(1, elapsed.Seconds()/opts.Runtime.Seconds()), fmt.Sprintf("%s QD%d %d%% reads", blockSize(opts.BlockSize), opts.Depth, opts.ReadMix)
+		return min(1, elapsed.Seconds()/opts.Runtime.Seconds()), fmt.Sprintf("%s QD%d %d%% reads", bytesize.Exact(int64(opts.BlockSize)), opts.Depth, opts.ReadMix)
 	})
 	res, err := probe.RunQueue(ctx, src, probe.QueueJob{BlockSize: opts.BlockSize, Depth: opts.Depth, Random: true, ReadMix: opts.ReadMix, Runtime: opts.Runtime},
 		&probe.Env{Budget: probe.Unlimited})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
 )
 
 // WriteText writes the summary an fio user recognises: the job, its rate, the latency
@@ -17,7 +19,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "device:    %s\n", deviceLine(r.Device))
 	if f := r.Fsync; f != nil {
 		fmt.Fprintf(&b, "\nfsync (etcd's fio recipe): %d ops of %d B write + fdatasync into a fallocated file, %s in %s, %.0f writes/s\n",
-			f.Ops, f.BlockSize, sizeString(int64(f.Ops)*int64(f.BlockSize)), formatSeconds(f.Elapsed), f.WritesPerSecond)
+			f.Ops, f.BlockSize, bytesize.Approx(int64(f.Ops)*int64(f.BlockSize)), formatSeconds(f.Elapsed), f.WritesPerSecond)
 		latencyTable(&b, []string{"fdatasync", "write"}, []Latency{f.Fdatasync, f.Write})
 	}
 	if rr := r.Randread; rr != nil {
@@ -27,7 +29,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if s := r.Seqread; s != nil {
 		fmt.Fprintf(&b, "\nseqread: %s in %s O_DIRECT reads, %s inside the reads, %.1f MiB/s\n",
-			sizeString(s.Bytes), sizeString(SeqreadBlock), formatSeconds(s.IO), s.BytesPerSecond/(1<<20))
+			bytesize.Approx(s.Bytes), bytesize.Approx(SeqreadBlock), formatSeconds(s.IO), s.BytesPerSecond/(1<<20))
 	}
 	b.WriteString("\n")
 	switch r.Verdict {
@@ -102,18 +104,6 @@ func FormatDuration(d time.Duration) string {
 		return fmt.Sprintf("%.1f%s", v, unit)
 	}
 	return fmt.Sprintf("%.2f%s", v, unit)
-}
-
-func sizeString(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // The JSON output, documented in docs/check.md. Field names are a stable interface:

@@ -6,18 +6,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-)
 
-// blockSize writes a power-of-two block size as fio's --bs takes it: 512 B, 4 KiB, 64 MiB.
-func blockSize(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
-}
+	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
+)
 
 // mbps is decimal megabytes a second, as fio's "(… MB/s)" and the iops tool print them.
 func mbps(bytesPerSecond float64) string {
@@ -33,9 +24,9 @@ func mbps(bytesPerSecond float64) string {
 
 func (s Source) describe() string {
 	if s.Kind == "device" {
-		return fmt.Sprintf("the whole device (%s), opened read-only", sizeString(s.Bytes))
+		return fmt.Sprintf("the whole device (%s), opened read-only", bytesize.Approx(s.Bytes))
 	}
-	return fmt.Sprintf("a %s file of its own, written in full first", sizeString(s.Bytes))
+	return fmt.Sprintf("a %s file of its own, written in full first", bytesize.Approx(s.Bytes))
 }
 
 // jobHeader writes what was measured, as the etcd profile's summary starts.
@@ -66,7 +57,7 @@ func (rep *SweepReport) WriteText(w io.Writer) error {
 		}
 		_, _ = fmt.Fprintln(tw)
 		for _, bs := range rep.blockSizes() {
-			_, _ = fmt.Fprintf(tw, "  %s\t", blockSize(bs))
+			_, _ = fmt.Fprintf(tw, "  %s\t", bytesize.Exact(int64(bs)))
 			for _, d := range depths {
 				c, ok := rep.cell(bs, p, d)
 				if !ok {
@@ -107,7 +98,7 @@ func (rep *RandRWReport) WriteText(w io.Writer) error {
 	var b strings.Builder
 	jobHeader(&b, rep.Path, rep.Device, "on:", rep.Source)
 	fmt.Fprintf(&b, "randrw:    %s O_DIRECT I/O at random offsets, %d%% reads, queue depth %d, for %s\n\n",
-		blockSize(rep.BlockSize), rep.ReadMix, rep.Depth, formatSeconds(rep.Elapsed))
+		bytesize.Exact(int64(rep.BlockSize)), rep.ReadMix, rep.Depth, formatSeconds(rep.Elapsed))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	_, _ = fmt.Fprint(tw, "  \tops\tIO/s\tMB/s\tmin\tp50\tp90\tp99\tp99.9\tmax\t\n")
 	for _, side := range []struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
 	"github.com/diskprobe/diskprobe_exporter/internal/latency"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
@@ -139,7 +140,7 @@ func Sweep(ctx context.Context, opts SweepOptions) (*SweepReport, error) {
 		Advertised: time.Duration(len(cells)) * opts.Runtime}
 	what := "reads of the whole device, opened read-only"
 	if !tg.isDevice {
-		what = fmt.Sprintf("reads of a %s file written first", sizeString(opts.FileSize))
+		what = fmt.Sprintf("reads of a %s file written first", bytesize.Approx(opts.FileSize))
 	}
 	opts.Progress.note(fmt.Sprintf("sweep: %d cells of %s, %s: about %s", len(cells), opts.Runtime, what, formatSeconds(rep.Advertised)))
 
@@ -172,7 +173,7 @@ func (rep *SweepReport) run(ctx context.Context, src *probe.ReadSource, cells []
 		}
 		in := time.Since(time.Unix(0, cellStart.Load()))
 		f += min(1, in.Seconds()/time.Duration(cellRuntime.Load()).Seconds()) / float64(len(cells))
-		return f, fmt.Sprintf("%d/%d: %s %s QD%d", n+1, len(cells), blockSize(c.BlockSize), c.Pattern, c.Depth)
+		return f, fmt.Sprintf("%d/%d: %s %s QD%d", n+1, len(cells), bytesize.Exact(int64(c.BlockSize)), c.Pattern, c.Depth)
 	})
 	// The largest blocks run first: a cell whose first round of I/O outlasts its runtime
 	// (32 × 64 MiB in flight) overruns it, and the smaller cells after it share what is
@@ -195,7 +196,7 @@ func (rep *SweepReport) run(ctx context.Context, src *probe.ReadSource, cells []
 			&probe.Env{Budget: probe.Unlimited})
 		if err != nil {
 			stop(false)
-			return fmt.Errorf("%s %s reads at queue depth %d: %w", blockSize(c.BlockSize), c.Pattern, c.Depth, err)
+			return fmt.Errorf("%s %s reads at queue depth %d: %w", bytesize.Exact(int64(c.BlockSize)), c.Pattern, c.Depth, err)
 		}
 		c.fill(res.Read, res.Elapsed)
 		done.Add(1)

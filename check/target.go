@@ -15,11 +15,9 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
 	"github.com/diskprobe/diskprobe_exporter/internal/answer"
+	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
-
-// PathWait is how long check waits for a path to answer its first stat and statfs.
-const PathWait = 5 * time.Second
 
 // target is PATH as every profile sees it: a directory, or a block device that is only
 // ever read.
@@ -56,7 +54,7 @@ func openTarget(ctx context.Context, path, probeDir string, paths device.Paths) 
 	return t, nil
 }
 
-// answers waits, at most PathWait, for the paths check measures to answer stat and
+// answers waits, at most answer.CommandWait, for the paths check measures to answer stat and
 // statfs (their errors are reported by the calls that follow). A hung mount would
 // otherwise leave check hanging before it printed anything.
 func answers(ctx context.Context, paths ...string) error {
@@ -65,7 +63,7 @@ func answers(ctx context.Context, paths ...string) error {
 		if path == "" {
 			continue
 		}
-		ok := calls.Call(ctx, path, PathWait, func() {
+		ok := calls.Call(ctx, path, answer.CommandWait, func() {
 			var st unix.Stat_t
 			var fs unix.Statfs_t
 			if unix.Stat(path, &st) == nil {
@@ -76,7 +74,7 @@ func answers(ctx context.Context, paths ...string) error {
 		case ctx.Err() != nil:
 			return fmt.Errorf("interrupted (%w)", context.Cause(ctx))
 		case !ok:
-			return &answer.NotAnsweredError{Path: path, Wait: PathWait}
+			return &answer.NotAnsweredError{Path: path, Wait: answer.CommandWait}
 		}
 	}
 	return nil
@@ -87,10 +85,11 @@ func (t *target) checkProbeDir(probeDir string) error {
 	if probeDir == "" {
 		return nil
 	}
+	kind := config.KindDirectory
 	if t.isDevice {
-		return fmt.Errorf("--probe-dir: %s is a block device: nothing is ever written for a block device", t.path)
+		kind = config.KindBlockDevice
 	}
-	if err := config.CheckProbeDir(t.path, probeDir); err != nil {
+	if err := config.CheckProbeDir(kind, t.path, probeDir); err != nil {
 		return fmt.Errorf("--probe-dir: %w", err)
 	}
 	return nil
@@ -116,7 +115,7 @@ func (t *target) withScratch(probeDir string, need int64, syncs bool, fn func(sc
 	}
 	if free < need {
 		return fmt.Errorf("not enough free space on %s: %s free, the check needs %s (its files plus a %s margin)",
-			path, mib(free), mib(need), mib(freeSpaceMargin))
+			path, bytesize.Approx(free), bytesize.Approx(need), bytesize.Approx(freeSpaceMargin))
 	}
 	scratch, err := os.MkdirTemp(path, ScratchPrefix)
 	if err != nil {
@@ -161,7 +160,7 @@ func prepareFile(ctx context.Context, src *probe.ReadSource, size int64, progres
 	total := float64(probe.HeaderSize + size)
 	stop := progress.start("prepare", func(time.Duration) (float64, string) {
 		n := written.Load()
-		return float64(n) / total, fmt.Sprintf("%s/%s of the read file", mib(n), mib(size))
+		return float64(n) / total, fmt.Sprintf("%s/%s of the read file", bytesize.Approx(n), bytesize.Approx(size))
 	})
 	err := src.Prepare(ctx, &probe.Env{Budget: probe.Unlimited, Notice: notice}, func(res probe.Result) { written.Add(res.Bytes) })
 	stop(err == nil)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 )
@@ -442,16 +443,9 @@ func ParseSize(s string) (int64, error) {
 }
 
 // FormatSize writes a byte count the way the config takes it.
+// size.Exact without its space or a bare B: "4KiB", "2300", which ParseSize reads back.
 func FormatSize(n int64) string {
-	switch {
-	case n >= GiB && n%GiB == 0:
-		return strconv.FormatInt(n/GiB, 10) + "GiB"
-	case n >= MiB && n%MiB == 0:
-		return strconv.FormatInt(n/MiB, 10) + "MiB"
-	case n >= KiB && n%KiB == 0:
-		return strconv.FormatInt(n/KiB, 10) + "KiB"
-	}
-	return strconv.FormatInt(n, 10)
+	return strings.ReplaceAll(strings.TrimSuffix(bytesize.Exact(n), " B"), " ", "")
 }
 
 // checkProbes checks the probes a target will run, whichever kind its path turns out to

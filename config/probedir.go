@@ -32,7 +32,13 @@ const ProbeDirName = "diskprobe"
 //     holding nothing but the exporter's .diskprobe, and named neither member nor proxy
 //     (etcd's own entries: a proxy directory beside member stops etcd from starting) nor
 //     lost+found (the filesystem's own).
-func CheckProbeDir(path, probeDir string) error {
+//
+// A block device (kind) takes no probe directory: nothing is ever written for one. The
+// exporter's config and check's --probe-dir both refuse through here.
+func CheckProbeDir(kind Kind, path, probeDir string) error {
+	if kind == KindBlockDevice {
+		return fmt.Errorf("%s is a block device: a probe directory is for directory targets (nothing is ever written for a block device)", path)
+	}
 	inside := probeDir == path || strings.HasPrefix(probeDir, path+string(filepath.Separator))
 	if inside {
 		m, err := mountAt(path)

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 // Probe kinds, as they appear in the config and in the `probe` label.
@@ -45,8 +47,8 @@ var ProbeKinds = []*ProbeKind{
 		// The etcd-WAL-like probe: sequential writes, each followed by fdatasync.
 		Name: ProbeFsync, Writes: true, DefaultOn: onDirectories, Defaults: defaultFsync,
 		Check: func(c *ProbeConfig) (string, string) {
-			if c.FileSize < fsyncHeaderRoom+c.BlockSize {
-				return "file_size", fmt.Sprintf("must hold the 4KiB header and at least one block_size (%s), got %s", FormatSize(c.BlockSize), FormatSize(c.FileSize))
+			if c.FileSize < probe.HeaderSize+c.BlockSize {
+				return "file_size", fmt.Sprintf("must hold the %s header and at least one block_size (%s), got %s", FormatSize(probe.HeaderSize), FormatSize(c.BlockSize), FormatSize(c.FileSize))
 			}
 			return "", ""
 		},
@@ -79,9 +81,6 @@ type ProbeConfig struct {
 	BlockSize int64
 	FileSize  int64
 }
-
-// fsyncHeaderRoom is the start of the fsync probe file that holds its header.
-const fsyncHeaderRoom = 4 * KiB
 
 func blockWithinBytes(c *ProbeConfig) (string, string) {
 	if c.BlockSize > c.Bytes {

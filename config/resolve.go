@@ -42,13 +42,7 @@ func ResolveTarget(file string, t *Target) error {
 	t.Kind = kind
 	t.applyKindDefaults(t.Kind)
 	if t.ProbeDir != "" {
-		var err error
-		if t.Kind == KindBlockDevice {
-			err = fmt.Errorf("%s is a block device: probe_dir is for directory targets (nothing is ever written for a block device)", t.Path)
-		} else {
-			err = CheckProbeDir(t.Path, t.ProbeDir)
-		}
-		if err != nil {
+		if err := CheckProbeDir(t.Kind, t.Path, t.ProbeDir); err != nil {
 			errs = append(errs, t.FieldError(file, "probe_dir", "%v", err))
 		}
 	}

@@ -94,6 +94,9 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 	if err != nil {
 		return nil, err
 	}
+	// Checked twice on purpose: here against the device's block size, so that a bad
+	// block_size is refused before any file is made; at open against what the file's
+	// filesystem says (statx), which may be larger.
 	if fallbackAlign > 0 && int64(blockSize)%fallbackAlign != 0 {
 		return nil, fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d", blockSize, fallbackAlign)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"golang.org/x/sys/unix"
@@ -25,9 +24,6 @@ type cleanupCommand struct {
 	rmdir  *bool
 	dirs   *[]string
 }
-
-// cleanupWait bounds the wait for each directory: a purge must not hang on a dead NFS server.
-const cleanupWait = 5 * time.Second
 
 func addCleanupCommand(app *kingpin.Application) *cleanupCommand {
 	cmd := app.Command("cleanup", "Remove the exporter's probe files: in each DIR (a target's path or probe_dir), or else in each directory target of --config.file, "+
@@ -67,8 +63,8 @@ func (c *cleanupCommand) run(configFile string) int {
 			found probe.OwnFiles
 			err   error
 		)
-		if !calls.Call(context.Background(), dir, cleanupWait, func() { found, err = probe.FindOwnFiles(dir) }) {
-			fmt.Fprintf(os.Stderr, "%s: skipped, %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: cleanupWait})
+		if !calls.Call(context.Background(), dir, answer.CommandWait, func() { found, err = probe.FindOwnFiles(dir) }) {
+			fmt.Fprintf(os.Stderr, "%s: skipped, %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: answer.CommandWait})
 			code = 1
 			continue
 		}
@@ -89,15 +85,15 @@ func (c *cleanupCommand) run(configFile string) int {
 			}
 			if *c.rmdir && len(found.Foreign) == 0 {
 				only := false
-				if calls.Call(context.Background(), dir, cleanupWait, func() { only = onlyProbeDirIn(dir) }) && only {
+				if calls.Call(context.Background(), dir, answer.CommandWait, func() { only = onlyProbeDirIn(dir) }) && only {
 					printPath(dir)
 				}
 			}
 			continue
 		}
 		var removed []string
-		if !calls.Call(context.Background(), dir, cleanupWait, func() { removed, err = found.Remove() }) {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: cleanupWait})
+		if !calls.Call(context.Background(), dir, answer.CommandWait, func() { removed, err = found.Remove() }) {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: answer.CommandWait})
 			code = 1
 			continue
 		}
@@ -110,8 +106,8 @@ func (c *cleanupCommand) run(configFile string) int {
 			continue
 		}
 		if *c.rmdir && len(found.Foreign) == 0 {
-			if !calls.Call(context.Background(), dir, cleanupWait, func() { err = removeEmptyDir(dir) }) {
-				err = &answer.NotAnsweredError{Path: dir, Wait: cleanupWait}
+			if !calls.Call(context.Background(), dir, answer.CommandWait, func() { err = removeEmptyDir(dir) }) {
+				err = &answer.NotAnsweredError{Path: dir, Wait: answer.CommandWait}
 			}
 			switch {
 			case err == nil:

@@ -30,6 +30,7 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/collector"
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/internal/answer"
 	"github.com/diskprobe/diskprobe_exporter/internal/gzipresponse"
 )
 
@@ -44,9 +45,6 @@ const (
 	// error: its target starts and its worker resolves it when it answers. Short, so that
 	// /metrics is up and a reload has answered within 2 s whatever hangs.
 	resolveWait = time.Second
-	// checkWait bounds --config.check's wait for each path: there a path that does not
-	// answer is an error.
-	checkWait = 5 * time.Second
 )
 
 // init keeps the main goroutine, which does no I/O on any target, on the process's main
@@ -98,7 +96,7 @@ func main() {
 
 	if *configCheck {
 		resolver := collector.NewResolver(paths)
-		resolved, err := load(*configFile, func(cfg *config.Config) (*config.Config, error) { return resolver.Resolve(cfg, checkWait) })
+		resolved, err := load(*configFile, func(cfg *config.Config) (*config.Config, error) { return resolver.Resolve(cfg, answer.CommandWait) })
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -13,6 +13,13 @@ import (
 	"time"
 )
 
+// CommandWait is how long a one-shot command (config.check, check, cleanup) waits for a
+// path to answer before it reports the path as not answering: long enough for a slow but
+// working disk, short enough that a package's purge does not hang on a dead NFS server.
+// The daemon waits less (a second) at start and on reload, where a path that does not
+// answer is not an error: its worker asks it again.
+const CommandWait = 5 * time.Second
+
 // Paths tracks the calls outstanding per path.
 type Paths struct {
 	mu      sync.Mutex
