@@ -142,7 +142,7 @@ func (t *target) withReadSource(ctx context.Context, probeDir string, size int64
 		return fn(src)
 	}
 	return t.withScratch(probeDir, probe.HeaderSize+size, false, func(scratch string) error {
-		src, err := probe.NewProbeFile(scratch, size, 0, t.align)
+		src, err := probe.NewReadFile(scratch, size, 0, t.align)
 		if err != nil {
 			return err
 		}

@@ -35,10 +35,10 @@ func (b *Budget) Wait(ctx context.Context, n int) error {
 	return b.bytes.WaitN(ctx, n)
 }
 
-// Free says whether one operation of n bytes may start now without waiting: the probes
+// WouldWait says whether Wait for one operation of n bytes would block: the probes
 // read their thread's CPU wait before a wait that is not a disk's.
-func (b *Budget) Free(n int) bool {
-	return b.ops.Tokens() >= 1 && b.bytes.Tokens() >= float64(n)
+func (b *Budget) WouldWait(n int) bool {
+	return b.ops.Tokens() < 1 || b.bytes.Tokens() < float64(n)
 }
 
 func largestBlock(t *config.Target) int {

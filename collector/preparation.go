@@ -10,10 +10,10 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
-// readFile is what the read probes of a target share, the whole device or the read probe
+// sharedReads is what the read probes of a target share, the whole device or the read probe
 // file, and the preparation of that file: the worker writes it in bounded steps between
 // rounds, before the first read. Part of the worker's state.
-type readFile struct {
+type sharedReads struct {
 	source *probe.ReadSource
 	err    error   // why the source could not be opened or prepared; the next read round reports it
 	logged float64 // preparation progress last logged
@@ -23,14 +23,14 @@ type readFile struct {
 }
 
 // open opens the source on first use by a read probe.
-func (f *readFile) open(w *worker) (*probe.ReadSource, error) {
+func (f *sharedReads) open(w *worker) (*probe.ReadSource, error) {
 	var err error
 	switch {
 	case f.source != nil:
 	case w.target.Kind == config.KindBlockDevice:
 		f.source, err = probe.OpenDevice(w.target.Path, w.fallbackAlign())
 	default:
-		f.source, err = probe.NewProbeFile(w.target.ProbeRoot(), w.target.ReadFileSize(), w.target.Limits.MinFree, w.fallbackAlign())
+		f.source, err = probe.NewReadFile(w.target.ProbeRoot(), w.target.ReadFileSize(), w.target.Limits.MinFree, w.fallbackAlign())
 	}
 	return f.source, err
 }
@@ -38,7 +38,7 @@ func (f *readFile) open(w *worker) (*probe.ReadSource, error) {
 // nextWaiting takes, once the file is ready, a read round that was skipped while it was
 // prepared: after a start (even with a file that only needs reopening) the first seqread
 // round would otherwise come 10 minutes later. nil when there is none.
-func (f *readFile) nextWaiting() *probeRun {
+func (f *sharedReads) nextWaiting() *probeRun {
 	for len(f.waiting) > 0 && f.source != nil && f.source.Ready() {
 		pr := f.waiting[0]
 		f.waiting = f.waiting[1:]
@@ -50,11 +50,11 @@ func (f *readFile) nextWaiting() *probeRun {
 }
 
 // unfinished says whether the worker has preparation steps to take between rounds.
-func (f *readFile) unfinished() bool {
+func (f *sharedReads) unfinished() bool {
 	return f.source != nil && !f.source.Ready() && f.err == nil
 }
 
-func (f *readFile) close() {
+func (f *sharedReads) close() {
 	if f.source != nil {
 		_ = f.source.Close()
 	}
@@ -63,7 +63,7 @@ func (f *readFile) close() {
 // prepareStep writes one bounded step of the read probe file, accounted to the first read
 // probe; once the file is ready, the worker runs the rounds that waited for it (next).
 func (w *worker) prepareStep() {
-	r, f := w.r, &w.prep
+	r, f := w.r, &w.reads
 	pr := w.readProbe()
 	if err := w.checkFilesystem(pr); err != nil {
 		f.err = err // the next read round reports it
@@ -98,7 +98,7 @@ func (w *worker) prepareStep() {
 // notPrepared settles a read round that found the file not ready: the preparation's
 // error, when there is one, is the round's outcome, and is retried once per read round.
 func (w *worker) notPrepared(pr *probeRun) {
-	f := &w.prep
+	f := &w.reads
 	switch {
 	case errors.Is(f.err, probe.ErrLowFreeSpace):
 		pr.skip(SkipLowFreeSpace) // as for the write probes: the floor is not an error

@@ -8,7 +8,7 @@ import (
 func init() {
 	registerProbe(config.ProbeRandread, probeKind{
 		build: func(w *worker, c *config.ProbeConfig) (probe.Prober, error) {
-			src, err := w.prep.open(w)
+			src, err := w.reads.open(w)
 			if err != nil {
 				return nil, err
 			}

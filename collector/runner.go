@@ -117,7 +117,7 @@ func newRunner(sh *shared, file string, pt planned, predecessor *runner) *runner
 	if pt.res != nil {
 		t = pt.res.target
 	}
-	names := t.Probes()
+	names := t.ProbeNames()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runner{shared: sh, name: t.Name, parsed: pt.parsed, file: file, timeout: t.Limits.Timeout,
 		logger: sh.logger.With("target", t.Name), work: make(chan *probeRun, len(names)), predecessor: predecessor,
@@ -137,7 +137,7 @@ func newRunner(sh *shared, file string, pt planned, predecessor *runner) *runner
 			ioOps:       m.ioOps.WithLabelValues(t.Name, name),
 			ioBytes:     m.ioBytes.WithLabelValues(t.Name, name),
 			lastSuccess: m.lastSuccess.WithLabelValues(t.Name, name),
-			skip:        func(reason string) { r.publish(func() { m.skipped.WithLabelValues(t.Name, name, reason).Inc() }) },
+			skip:        func(reason string) { r.unlessRetired(func() { m.skipped.WithLabelValues(t.Name, name, reason).Inc() }) },
 		}
 		m.recorders[name](t.Name, pr)
 		r.probes = append(r.probes, pr)
@@ -159,7 +159,7 @@ func (r *runner) start() {
 }
 
 // halt tells both goroutines to end and retires the runner: from then on it publishes
-// nothing. It does not wait.
+// nothing (unlessRetired). It does not wait.
 func (r *runner) halt() {
 	r.cancel() // first: a worker that finds itself retired finds its context done too
 	r.publishMu.Lock()
@@ -167,8 +167,8 @@ func (r *runner) halt() {
 	r.publishMu.Unlock()
 }
 
-// publish runs fn, which writes the target's series, unless the runner is retired.
-func (r *runner) publish(fn func()) bool {
+// unlessRetired runs fn, which writes the target's series, unless the runner is retired.
+func (r *runner) unlessRetired(fn func()) bool {
 	r.publishMu.Lock()
 	defer r.publishMu.Unlock()
 	if r.retired {

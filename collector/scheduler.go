@@ -21,7 +21,8 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
-// Scheduler runs one runner per target and swaps them on reload.
+// Scheduler runs one runner per target and swaps them on reload. The name is the user's
+// (what runs when, under which limits); the timers themselves are each runner's scheduleLoop.
 type Scheduler struct {
 	shared
 
@@ -51,8 +52,8 @@ func (s *Scheduler) running() []*runner {
 	return nil
 }
 
-// publish refreshes the scrape snapshot; mu must be held.
-func (s *Scheduler) publish() {
+// publishSnapshot refreshes the scrape snapshot; mu must be held.
+func (s *Scheduler) publishSnapshot() {
 	rs := make([]*runner, 0, len(s.runners))
 	for _, r := range s.runners {
 		rs = append(rs, r)
@@ -90,7 +91,7 @@ func (s *Scheduler) Apply(p *Plan) error {
 	if s.stopped {
 		return ErrStopped
 	}
-	defer s.publish()
+	defer s.publishSnapshot()
 	want := map[string]planned{}
 	for _, pt := range p.targets {
 		want[pt.parsed.Name] = pt
@@ -128,7 +129,7 @@ func (s *Scheduler) Apply(p *Plan) error {
 		r.start()
 		if res := pt.res; res != nil {
 			t := res.target
-			s.logger.Info("probing target", "target", name, "path", t.Path, "kind", t.Kind, "device", res.dev.Name, "probes", fmt.Sprint(t.Probes()))
+			s.logger.Info("probing target", "target", name, "path", t.Path, "kind", t.Kind, "device", res.dev.Name, "probes", fmt.Sprint(t.ProbeNames()))
 		}
 	}
 	return nil

@@ -27,7 +27,7 @@ type worker struct {
 
 	probers     []probe.Prober  // by probe index, built by the probe's first round
 	lastErr     []string        // by probe index: the error last logged, "" since a success
-	prep        readFile        // the read probes' file or device, and its preparation
+	reads       sharedReads     // the read probes' file or device, and its preparation
 	noticed     map[string]bool // notices from the probes, logged once each
 	contextMark contextMark     // where device context was last published
 }
@@ -43,7 +43,7 @@ func (w *worker) run() {
 // next waits for the next round to run, taking bounded steps of the read probe file's
 // preparation while none is due; nil once the runner is halted.
 func (w *worker) next() *probeRun {
-	r, f := w.r, &w.prep
+	r, f := w.r, &w.reads
 	for r.ctx.Err() == nil {
 		if pr := f.nextWaiting(); pr != nil {
 			return pr
@@ -72,7 +72,7 @@ func (w *worker) close() {
 			_ = p.Close()
 		}
 	}
-	w.prep.close()
+	w.reads.close()
 }
 
 // round runs one round of a probe.
@@ -94,8 +94,8 @@ func (w *worker) round(pr *probeRun) {
 		return
 	}
 	var moved *filesystemChangedError
-	if errors.As(w.prep.err, &moved) {
-		w.prep.err = nil // back on its filesystem: preparation may go on
+	if errors.As(w.reads.err, &moved) {
+		w.reads.err = nil // back on its filesystem: preparation may go on
 	}
 	if w.probers[pr.index] == nil {
 		var (
@@ -160,9 +160,9 @@ func (w *worker) resolve(pr *probeRun) error {
 		return r.ctx.Err()
 	case res.err != nil:
 		return res.err
-	case !slices.Equal(res.target.Probes(), w.target.Probes()):
+	case !slices.Equal(res.target.ProbeNames(), w.target.ProbeNames()):
 		return fmt.Errorf("%s turned out to be a %s when it answered, with other default probes (%v) than a directory's: reload or restart the exporter to probe it as one",
-			res.target.Path, res.target.Kind, res.target.Probes())
+			res.target.Path, res.target.Kind, res.target.ProbeNames())
 	}
 	if !w.resolved(res) {
 		return context.Canceled // stopped meanwhile; halt cancelled ctx before it retired r
@@ -176,7 +176,7 @@ func (w *worker) resolve(pr *probeRun) error {
 // another path, or removed it, since the path was asked.
 func (w *worker) resolved(res resolution) bool {
 	r := w.r
-	return r.publish(func() {
+	return r.unlessRetired(func() {
 		t := res.target
 		w.target, w.dev, w.devOK, w.fs = t, res.dev, res.devErr == nil, res.pin
 		w.disk = r.diskFor(w.diskKey())
@@ -242,7 +242,7 @@ func (w *worker) publishDeviceContext() {
 	busy := float64(others.IOTicks) / float64(wall)
 	ios := others.ReadIOs + others.WriteIOs + others.DiscardIOs + others.FlushIOs
 	r := w.r
-	r.publish(func() {
+	r.unlessRetired(func() {
 		r.metrics.busy.WithLabelValues(r.name).Set(min(max(busy, 0), 1))
 		r.metrics.otherIOPS.WithLabelValues(r.name).Set(float64(ios) / wall.Seconds())
 	})
@@ -259,7 +259,7 @@ func (w *worker) account(pr *probeRun, res probe.Result) {
 	}
 	if res.CPUWaitKnown {
 		r := w.r
-		r.publish(func() { r.metrics.cpuWait.WithLabelValues(r.name, pr.name).Add(res.CPUWait.Seconds()) })
+		r.unlessRetired(func() { r.metrics.cpuWait.WithLabelValues(r.name, pr.name).Add(res.CPUWait.Seconds()) })
 	}
 }
 

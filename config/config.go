@@ -101,7 +101,7 @@ func (t *Target) FieldError(file, field, format string, args ...any) *Error {
 }
 
 // Probes returns the names of the probes enabled on the target, in scheduling order.
-func (t *Target) Probes() []string {
+func (t *Target) ProbeNames() []string {
 	var out []string
 	for _, k := range ProbeKinds {
 		if t.Probe[k.Name] != nil {
@@ -134,11 +134,11 @@ func (c *Config) Summary() string {
 	probes := 0
 	s := ""
 	for i, t := range c.Targets {
-		probes += len(t.Probes())
+		probes += len(t.ProbeNames())
 		if i > 0 {
 			s += ", "
 		}
-		s += fmt.Sprintf("%s (%s %s: %v", t.Name, t.Kind, t.Path, t.Probes())
+		s += fmt.Sprintf("%s (%s %s: %v", t.Name, t.Kind, t.Path, t.ProbeNames())
 		if t.ProbeDir != "" {
 			s += ", probe files in " + t.ProbeDir
 		}

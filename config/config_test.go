@@ -166,7 +166,7 @@ func TestDefaultsFollowTheDesign(t *testing.T) {
 	if d.Path != dir || d.Kind != KindDirectory {
 		t.Errorf("relative path resolved to %q (%s), want %q", d.Path, d.Kind, dir)
 	}
-	if got := d.Probes(); strings.Join(got, ",") != "fsync,randread,seqread" {
+	if got := d.ProbeNames(); strings.Join(got, ",") != "fsync,randread,seqread" {
 		t.Errorf("directory default probes %v", got)
 	}
 	if *d.Probe[ProbeFsync] != (ProbeConfig{Interval: 15 * time.Second, Ops: 20, BlockSize: 2300, FileSize: 64 * MiB}) {
@@ -182,7 +182,7 @@ func TestDefaultsFollowTheDesign(t *testing.T) {
 		t.Errorf("limit defaults %+v", d.Limits)
 	}
 	tuned := cfg.Targets[1]
-	if got := tuned.Probes(); strings.Join(got, ",") != "fsync,seqwrite" {
+	if got := tuned.ProbeNames(); strings.Join(got, ",") != "fsync,seqwrite" {
 		t.Errorf("explicit probes %v: a present key turns a probe on, absent keys stay off", got)
 	}
 	if *tuned.Probe[ProbeSeqwrite] != Default(ProbeSeqwrite) || tuned.Limits.IOPS != 100 || tuned.Limits.Bandwidth != 50*MiB {
@@ -222,7 +222,7 @@ func TestWriteProbesAreRefusedOnBlockDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Targets[0].Probes(); cfg.Targets[0].Kind != KindBlockDevice || strings.Join(got, ",") != "randread,seqread" {
+	if got := cfg.Targets[0].ProbeNames(); cfg.Targets[0].Kind != KindBlockDevice || strings.Join(got, ",") != "randread,seqread" {
 		t.Errorf("block device defaults: kind %s probes %v", cfg.Targets[0].Kind, got)
 	}
 }

@@ -31,7 +31,7 @@ func FuzzParse(f *testing.F) {
 			if tg.Name == "" || tg.Path == "" {
 				t.Fatalf("accepted a target without name or path: %+v", tg)
 			}
-			for _, p := range tg.Probes() {
+			for _, p := range tg.ProbeNames() {
 				if tg.Interval(p) < 1e9 {
 					t.Fatalf("accepted an interval under 1s: %+v", tg)
 				}

@@ -110,14 +110,14 @@ func (k *pageWriter) closeFiles() error {
 	return nil
 }
 
-// stepBudget is a budget whose Free answers free, and which calls inWait from Wait.
+// stepBudget is a budget that would not wait when free, and which calls inWait from Wait.
 type stepBudget struct {
 	free   bool
 	inWait func()
 }
 
 func (b *stepBudget) Wait(ctx context.Context, _ int) error { b.inWait(); return ctx.Err() }
-func (b *stepBudget) Free(int) bool                         { return b.free }
+func (b *stepBudget) WouldWait(int) bool                    { return !b.free }
 
 // schedstatFDs counts this process's descriptors open on a thread's schedstat.
 func schedstatFDs(t *testing.T) int {
@@ -177,14 +177,14 @@ func TestTheWrapperDoesTheStepsAKindLeavesOut(t *testing.T) {
 			t.Error("the kind's untimed calls never ran")
 		}
 		// The first wait comes before any timed call; each later one follows a timed
-		// call, whose segment stays open over a wait that cannot sleep (Free) and closes
+		// call, whose segment stays open over a wait that cannot sleep (WouldWait false) and closes
 		// before one that may.
 		if len(waits) != 4 {
 			t.Fatalf("%d budget waits, want 4", len(waits))
 		}
 		for i, s := range waits[1:] {
 			if s.inSegment != free || s.inflight {
-				t.Errorf("budget wait %d, Free %v: CPU-wait segment open %v, in flight %v; want open only when Free, never in flight", i+2, free, s.inSegment, s.inflight)
+				t.Errorf("budget wait %d, token free %v: CPU-wait segment open %v, in flight %v; want open only when it would not wait, never in flight", i+2, free, s.inSegment, s.inflight)
 			}
 		}
 	}
@@ -299,7 +299,7 @@ func TestATimedCallIsInFlightWhileTheDiskHoldsIt(t *testing.T) {
 //	  r.Inflight undefined (type *round has no field or method Inflight)
 //	a budget that cannot say whether a token is free
 //	  cannot use waitsOnly{} (value of struct type waitsOnly) as Budget value in struct
-//	  literal: waitsOnly does not implement Budget (missing method Free)
+//	  literal: waitsOnly does not implement Budget (missing method WouldWait)
 var skippedSteps = []struct{ code, want string }{
 	{`type unwrapped struct{}
 
@@ -332,7 +332,7 @@ func (k *handTimed) run(ctx context.Context, r *round) (Result, error) {
 
 func (waitsOnly) Wait(context.Context, int) error { return nil }
 
-var _ = Env{Budget: waitsOnly{}}`, "waitsOnly does not implement Budget (missing method Free)"},
+var _ = Env{Budget: waitsOnly{}}`, "waitsOnly does not implement Budget (missing method WouldWait)"},
 }
 
 // TestAKindThatLeavesOutAStepDoesNotCompile builds this package with skippedSteps added

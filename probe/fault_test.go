@@ -73,7 +73,7 @@ func TestInterruptedSystemCallsAreRetriedNotProbeErrors(t *testing.T) {
 	t.Run("read", func(t *testing.T) {
 		dir := mkdir(t)
 		interrupt(probeOps...)
-		src, err := NewProbeFile(dir, 1<<20, 1, 0)
+		src, err := NewReadFile(dir, 1<<20, 1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

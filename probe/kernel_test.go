@@ -21,7 +21,7 @@ import (
 // kernelPrepare opens the read probe file of dir and prepares it with no rate limit.
 func kernelPrepare(t *testing.T, dir string, size int64) *ReadSource {
 	t.Helper()
-	src, err := NewProbeFile(dir, size, 0, 0)
+	src, err := NewReadFile(dir, size, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,10 +46,11 @@ type Result struct {
 type Budget interface {
 	// Wait blocks until one operation moving n bytes may start, or ctx ends.
 	Wait(ctx context.Context, bytes int) error
-	// Free says whether one operation moving n bytes may start now, without waiting. A
-	// round counts its thread's CPU wait (Result.CPUWait) over back-to-back operations,
-	// and stops counting only before a Wait that may sleep, which is not the disk's.
-	Free(bytes int) bool
+	// WouldWait says whether Wait for one operation moving n bytes would block: no token
+	// is left. A round counts its thread's CPU wait (Result.CPUWait) over back-to-back
+	// operations, and stops counting only before a Wait that may sleep, which is not the
+	// disk's. (Not "Free": that word is the filesystem's, as in min_free.)
+	WouldWait(bytes int) bool
 }
 
 // Unlimited is the budget of the one-shot check and of benchmarks: operations run back to back.
@@ -59,8 +60,8 @@ type unlimited struct{}
 
 func (unlimited) Wait(ctx context.Context, _ int) error { return ctx.Err() }
 
-// Free says an operation may start now: it never waits.
-func (unlimited) Free(int) bool { return true }
+// WouldWait is false: an unlimited budget never waits.
+func (unlimited) WouldWait(int) bool { return false }
 
 // Inflight holds the start of the outstanding system call, so that the age of an
 // operation stuck in the kernel can be reported while it is stuck. The start is kept on

@@ -162,7 +162,7 @@ func TestReadProbeFileIsPreparedWithoutHolesAndReused(t *testing.T) {
 	if CheckDirectIO(dir) != nil {
 		t.Skip("temporary directory is on a memory filesystem")
 	}
-	src, err := NewProbeFile(dir, 4<<20, 0, 0)
+	src, err := NewReadFile(dir, 4<<20, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestReadProbeFileIsPreparedWithoutHolesAndReused(t *testing.T) {
 	src.Close()
 	before, _ := os.Stat(path)
 
-	again, err := NewProbeFile(dir, 4<<20, 0, 0)
+	again, err := NewReadFile(dir, 4<<20, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,10 +64,10 @@ const prepareChunk = 8 << 20
 
 const prepareBlock = 1 << 20
 
-// NewProbeFile is the read probes' file in dir/.diskprobe/read.probe, of size bytes of
+// NewReadFile is the read probes' file in dir/.diskprobe/read.probe, of size bytes of
 // data after the header. It is reused across restarts when its header says it was fully
 // prepared for this size; otherwise it is rewritten by PrepareStep.
-func NewProbeFile(targetDir string, size, minFree, fallbackAlign int64) (*ReadSource, error) {
+func NewReadFile(targetDir string, size, minFree, fallbackAlign int64) (*ReadSource, error) {
 	if err := CheckDirectIO(targetDir); err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ type round struct {
 // waitBudget waits for the budget of one operation of n bytes. A budget without a token
 // makes the thread sleep outside any timed call: the CPU-wait segment closes first.
 func (r *round) waitBudget(ctx context.Context, n int) error {
-	if !r.env.Budget.Free(n) {
+	if r.env.Budget.WouldWait(n) {
 		r.clock.pause()
 	}
 	return r.env.Budget.Wait(ctx, n)

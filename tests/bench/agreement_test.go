@@ -86,7 +86,7 @@ func fsyncCase(t *testing.T, id, title, dir, cgroupProcs, size string, rounds in
 
 // readFiles prepares our read probe file and lays out fio's, both 256 MiB, in dir.
 func readFiles(t *testing.T, dir string) (fioFile string) {
-	src, err := probe.NewProbeFile(dir, readFileSize, 0, 0)
+	src, err := probe.NewReadFile(dir, readFileSize, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func randreadCase(t *testing.T, dir, fioFile string, rounds int) *benchkit.Case 
 	loop := benchkit.Loop{Kind: "randread", Dir: dir, Ops: ops, BlockSize: 4096, FileSize: readFileSize}
 	c := &benchkit.Case{ID: "randread", Title: "(c) 4 KiB random read, O_DIRECT, QD1, 256 MiB prepared file", Where: "`" + dir + "`",
 		FioCommand: "fio " + joinArgs(args),
-		Ours:       fmt.Sprintf("`probe.NewProbeFile` (256 MiB written once with random data, no holes) + `probe.NewRandread`, one `benchkit.Round` of %d reads (fio reads each block once, we read uniformly random blocks); read samples. benchkit.Loop spec `%s`", ops, loopSpec(loop)),
+		Ours:       fmt.Sprintf("`probe.NewReadFile` (256 MiB written once with random data, no holes) + `probe.NewRandread`, one `benchkit.Round` of %d reads (fio reads each block once, we read uniformly random blocks); read samples. benchkit.Loop spec `%s`", ops, loopSpec(loop)),
 		Notes: []string{"fio's file was laid out once by fio (`--create_only=1`), ours prepared once by the probe package, both before the first round; O_DIRECT on both, so the page cache plays no part",
 			"fio's figure is `clat` (completion latency of the psync engine: the pread system call)"}}
 	c.Rounds = interleave(t, rounds,

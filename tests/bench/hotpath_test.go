@@ -65,7 +65,7 @@ func newFsync(tb testing.TB, dir string) *probe.Fsync {
 }
 
 func newRandread(tb testing.TB, dir string, size int64) *probe.Randread {
-	src, err := probe.NewProbeFile(dir, size, 0, 0)
+	src, err := probe.NewReadFile(dir, size, 0, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func measureQueue(t *testing.T) *benchkit.Queue {
 		Backing: "Both on ext4 on a loop device (`--direct-io=on`) whose image is in /dev/shm: RAM behind a real block layer, " +
 			"so the figures are this machine's CPU and memory, not its shared virtio disk."}
 	_, dir := testenv.RAMLoopExt4(t, 3<<30)
-	src, err := probe.NewProbeFile(dir, queueFileSize, 0, 0)
+	src, err := probe.NewReadFile(dir, queueFileSize, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

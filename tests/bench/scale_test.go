@@ -208,7 +208,7 @@ func measureScale(t *testing.T, window time.Duration) *benchkit.Scale {
 	if err := os.Mkdir(dataA, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	src, err := probe.NewProbeFile(dataA, 256<<20, 0, 0) // the default randread file_size
+	src, err := probe.NewReadFile(dataA, 256<<20, 0, 0) // the default randread file_size
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func measureScale(t *testing.T, window time.Duration) *benchkit.Scale {
 	// One seqread round of the default configuration (64 MiB in 1 MiB reads under the
 	// default limits), alone on the device: its busy time, which the schedule spends once
 	// every 10 minutes whether or not it fell inside the window.
-	src, err = probe.NewProbeFile(dataA, 256<<20, 0, 0)
+	src, err = probe.NewReadFile(dataA, 256<<20, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

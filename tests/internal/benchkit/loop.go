@@ -127,7 +127,7 @@ func (l Loop) run() (*LoopResult, error) {
 		r.Ops, r.Bytes, r.IO = res.Ops, res.Bytes, res.IO
 		return r, err
 	case "randread", "seqread":
-		src, err := probe.NewProbeFile(l.Dir, l.FileSize, 0, 0)
+		src, err := probe.NewReadFile(l.Dir, l.FileSize, 0, 0)
 		if err != nil {
 			return nil, err
 		}
