@@ -14,6 +14,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/inspect"
 	"github.com/diskprobe/diskprobe_exporter/internal/answer"
 	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
 	"github.com/diskprobe/diskprobe_exporter/probe"
@@ -42,7 +43,7 @@ func openTarget(ctx context.Context, path, probeDir string, paths device.Paths) 
 	if err := answers(ctx, path, probeDir); err != nil {
 		return nil, err
 	}
-	kind, err := config.KindOf(path)
+	kind, err := inspect.Kind(path)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func (t *target) checkProbeDir(probeDir string) error {
 	if t.isDevice {
 		kind = config.KindBlockDevice
 	}
-	if err := config.CheckProbeDir(kind, t.path, probeDir); err != nil {
+	if err := inspect.ProbeDir(kind, t.path, probeDir); err != nil {
 		return fmt.Errorf("--probe-dir: %w", err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/inspect"
 	"github.com/diskprobe/diskprobe_exporter/internal/answer"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
@@ -26,7 +27,7 @@ type resolution struct {
 // through a Resolver.
 func resolveTarget(file string, parsed config.Target, paths device.Paths) resolution {
 	t := parsed
-	if err := config.ResolveTarget(file, &t); err != nil {
+	if err := inspect.Target(file, &t); err != nil {
 		return resolution{err: err}
 	}
 	res := resolution{target: t}

@@ -67,18 +67,6 @@ func JoinErrors(errs ...error) error {
 	return errors.Join(flat...)
 }
 
-// Load reads, parses and resolves a configuration file, reporting every error of it.
-func Load(file string) (*Config, error) {
-	cfg, err := Read(file)
-	if cfg == nil {
-		return nil, err
-	}
-	if err := JoinErrors(err, cfg.Resolve()); err != nil {
-		return nil, err
-	}
-	return cfg, nil
-}
-
 // parser collects every error of a file, so a user fixes them in one go.
 type parser struct {
 	file string
@@ -93,11 +81,18 @@ func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
 	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
-// Parse checks the schema and the values of a file's contents without looking at the disk.
-// Relative target paths are taken relative to the file's directory. With an error, the
-// Config it returns, when not nil, holds the targets that parsed without one, for the
-// caller to ask the disks about them too: every error of a file is reported in one run.
+// Parse checks the schema and the values of a file's contents without looking at the disk,
+// or making any system call. Relative target paths are taken relative to the file's
+// directory, as file names it (ParseIn makes them absolute). With an error, the Config it
+// returns, when not nil, holds the targets that parsed without one, for the caller to ask
+// the disks about them too: every error of a file is reported in one run.
 func Parse(data []byte, file string) (*Config, error) {
+	return ParseIn(data, file, filepath.Dir(file))
+}
+
+// ParseIn is Parse with relative target paths taken from dir, the file's directory made
+// absolute by the caller (filepath.Abs asks the working directory: a system call).
+func ParseIn(data []byte, file, dir string) (*Config, error) {
 	p := &parser{file: file}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -106,10 +101,7 @@ func Parse(data []byte, file string) (*Config, error) {
 		return nil, &Error{File: file, Line: line, Msg: "invalid YAML: " + strings.TrimPrefix(msg, ": ")}
 	}
 	cfg := &Config{File: file}
-	baseDir, err := filepath.Abs(filepath.Dir(file))
-	if err != nil {
-		return nil, &Error{File: file, Msg: err.Error()}
-	}
+	baseDir := dir
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &Error{File: file, Msg: "empty file: expected a `targets:` list"}
 	}

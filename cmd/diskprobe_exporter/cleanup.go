@@ -10,7 +10,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/internal/answer"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
@@ -47,7 +46,7 @@ func (c *cleanupCommand) run(configFile string) int {
 		return 1
 	}
 	if len(dirs) == 0 {
-		cfg, err := config.Read(configFile)
+		cfg, err := readConfig(configFile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

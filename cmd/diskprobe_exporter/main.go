@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -109,10 +110,25 @@ func main() {
 
 // load reads a configuration file and resolves it against the disks, reporting every
 // error of the file at once: the targets that parsed are asked about on disk even when
+// readConfig reads and parses a configuration file without looking at the disks: the
+// daemon asks each target's path itself, with a bounded wait, because a path on a hung
+// mount never answers.
+func readConfig(file string) (*config.Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return config.ParseIn(data, file, dir)
+}
+
 // others did not.
 func load[T any](file string, resolve func(*config.Config) (T, error)) (T, error) {
 	var none T
-	cfg, err := config.Read(file)
+	cfg, err := readConfig(file)
 	if cfg == nil {
 		return none, err
 	}

@@ -1,0 +1,51 @@
+// Package inspect asks the filesystem what a configured path is: its kind (a directory or
+// a block device) and whether a probe directory may measure it. It is the one place where
+// a target's configuration meets the disk; config itself parses and validates without a
+// system call. Every call here can hang on a hung mount (an NFS server gone, a stuck FUSE
+// daemon): callers bound their wait for it (collector.Resolver, check's answers).
+package inspect
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/diskprobe/diskprobe_exporter/config"
+)
+
+// Target looks at t's path (and its probe_dir) on disk and gives t its kind: the kind's
+// default probes when the file names none, and the kind's refusals (config.Target.SetKind).
+// Errors name file, line and field.
+func Target(file string, t *config.Target) error {
+	kind, err := Kind(t.Path)
+	if err != nil {
+		return t.FieldError(file, "path", "%v", err)
+	}
+	errs := []error{t.SetKind(file, kind)}
+	if t.ProbeDir != "" && kind == config.KindDirectory {
+		if err := ProbeDir(kind, t.Path, t.ProbeDir); err != nil {
+			errs = append(errs, t.FieldError(file, "probe_dir", "%v", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Kind is what path is as a target: a directory or a block device; anything else (a
+// regular file, a character device) or a path that does not exist is an error that says
+// so. The daemon and the check command ask it alike. Its stat hangs on a hung
+// mount: callers bound their wait for it.
+func Kind(path string) (config.Kind, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("%s does not exist", path)
+	case err != nil:
+		return "", err
+	case fi.IsDir():
+		return config.KindDirectory, nil
+	case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
+		return config.KindBlockDevice, nil
+	}
+	return "", fmt.Errorf("%s is neither a directory nor a block device", path)
+}
+
