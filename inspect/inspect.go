@@ -48,4 +48,3 @@ func Kind(path string) (config.Kind, error) {
 	}
 	return "", fmt.Errorf("%s is neither a directory nor a block device", path)
 }
-
