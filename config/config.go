@@ -100,7 +100,7 @@ func (t *Target) FieldError(file, field, format string, args ...any) *Error {
 	return &Error{File: file, Line: t.LineOf(field), Field: fmt.Sprintf("targets[%d].%s", t.Index, field), Msg: err.Error(), Err: errors.Unwrap(err)}
 }
 
-// Probes returns the names of the probes enabled on the target, in scheduling order.
+// ProbeNames returns the names of the probes enabled on the target, in scheduling order.
 func (t *Target) ProbeNames() []string {
 	var out []string
 	for _, k := range ProbeKinds {
