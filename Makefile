@@ -4,11 +4,14 @@ GO          ?= go
 BINARY      := diskprobe_exporter
 PKG_VERSION := github.com/prometheus/common/version
 # One version number (README "Releases"): the file VERSION holds the next release, X.Y.Z, tagged
-# vX.Y.Z when made. RELEASE is it: the chart's version and appVersion and the image's tag.
-# VERSION (packaging/version.sh) is X.Y.Z at the tag and X.Y.Z~git<n>.<sha> before it: what
-# --version, diskprobe_exporter_build_info and the packages say.
+# vX.Y.Z when made. RELEASE is it. packaging/version.sh spells a build's version two ways:
+# VERSION is X.Y.Z at the tag and X.Y.Z~dev.<n>.g<sha> before it (what --version,
+# diskprobe_exporter_build_info and the packages say; dpkg and rpm sort '~' first); SEMVER is
+# the same with '-' for '~', X.Y.Z-dev.<n>.g<sha> (the image's tag and the chart's version: valid
+# semver and OCI tag, sorting before X.Y.Z). A development build never carries the release's number.
 RELEASE     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 VERSION     ?= $(eval VERSION := $$(shell packaging/version.sh))$(VERSION)
+SEMVER      ?= $(eval SEMVER := $$(shell packaging/version.sh --semver))$(SEMVER)
 REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BRANCH      ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
 BUILD_USER  ?= $(shell id -un)@$(shell hostname)
@@ -149,18 +152,20 @@ package:
 
 # The container image as an OCI archive in $(DIST)/, built from Containerfile with no
 # container engine (tests/cmd/ociimage, in the tests module with its container library;
-# `podman load -i` or `skopeo copy oci-archive:` it).
+# `podman load -i` or `skopeo copy oci-archive:` it), for this machine's architecture
+# (make release builds both).
 # Docker or Buildah users: `make build && docker build -f Containerfile .` gives the same image.
-# The tag is the release (RELEASE), which the chart's appVersion names, so `helm install` with no
-# image.tag finds it; OCI tags can hold neither '~' nor '+', and the image's version label holds
-# VERSION. Between releases, push a development build under a tag of its own: TAG=<tag>.
-IMAGE ?= diskprobe-exporter
-TAG   ?= $(RELEASE)
+# The tag is SEMVER: the release (which the chart's appVersion names, so `helm install` with no
+# image.tag finds it) only at an exact release tag, otherwise the development version
+# X.Y.Z-dev.<n>.g<sha>; OCI tags can hold neither '~' nor '+', and the image's version label
+# holds VERSION. IMAGE is where the release workflow publishes it (the chart's default).
+IMAGE ?= ghcr.io/diskprobe/diskprobe-exporter
+TAG   ?= $(SEMVER)
 image: build
 	@mkdir -p $(DIST)
 	$(GO) -C tests run ./cmd/ociimage -f '$(CURDIR)/Containerfile' -context '$(CURDIR)' -t '$(IMAGE):$(TAG)' \
-	  -o '$(abspath $(DIST))/$(IMAGE)-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
-	@echo "image: $(DIST)/$(IMAGE)-$(TAG).oci.tar ($(IMAGE):$(TAG))"
+	  -o '$(abspath $(DIST))/$(notdir $(IMAGE))-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
+	@echo "image: $(DIST)/$(notdir $(IMAGE))-$(TAG).oci.tar ($(IMAGE):$(TAG))"
 
 # The chart's copies of alerts/diskprobe.rules.yml and dashboards/*.json: real files, since helm
 # warns on symlinks in a chart and a chart directory copied alone (vendored, pulled) has no
