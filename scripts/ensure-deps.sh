@@ -32,6 +32,8 @@ declare -A need=(
   [unshare]=util-linux
   # kube-router's network policy controller (NetworkPolicies in the cluster tests).
   [ipset]=ipset
+  # tests/release: the arm64 release binary run under qemu-user.
+  [qemu-aarch64-static]=qemu-user-static
 )
 for extra in "$@"; do need[${extra%%=*}]=${extra#*=}; done
 

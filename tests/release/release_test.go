@@ -340,10 +340,8 @@ func checkSBOM(t *testing.T, path, goarch, semver string) {
 	var bom struct {
 		BOMFormat string `json:"bomFormat"`
 		Metadata  struct {
-			Component struct {
-				Name, Version string
-				Properties    []struct{ Name, Value string }
-			}
+			Component  struct{ Name, Version string }
+			Properties []struct{ Name, Value string }
 		}
 		Components []struct{ Name string }
 	}
@@ -352,7 +350,7 @@ func checkSBOM(t *testing.T, path, goarch, semver string) {
 		return
 	}
 	arch := ""
-	for _, p := range bom.Metadata.Component.Properties {
+	for _, p := range bom.Metadata.Properties {
 		if p.Name == "cdx:gomod:build:env:GOARCH" {
 			arch = p.Value
 		}
