@@ -85,6 +85,8 @@ test-race:
 # repository, in both modules. --allow-parallel-runners: by default a second golangci-lint on
 # the machine (another checkout's make test) makes it exit 3 at once.
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.5.0
+# actionlint checks .github/workflows (the release workflow), also as a pinned module.
+ACTIONLINT ?= $(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -92,6 +94,7 @@ lint:
 	cd tests && $(GO) vet ./...
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 	cd tests && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...
+	$(ACTIONLINT)
 
 FUZZTIME ?= 5m
 fuzz:
