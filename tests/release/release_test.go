@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -420,6 +421,29 @@ func TestReleaseImageIndex(t *testing.T) {
 	}
 	if len(seen) != len(arches) || !seen["linux/amd64"] || !seen["linux/arm64"] {
 		t.Errorf("image index platforms %v, want linux/amd64 and linux/arm64", seen)
+	}
+	podmanLoad(t, filepath.Join(b.dist, "diskprobe-exporter-"+b.semver+".oci.tar"), image+":"+b.semver)
+}
+
+// podmanLoad imports the archive with Debian's podman (root): it must take the image index and
+// store this machine's platform under the reference the archive names.
+func podmanLoad(t *testing.T, archive, ref string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Log("podman load not tried: needs root")
+		return
+	}
+	need(t, "podman")
+	if exec.Command("podman", "image", "exists", ref).Run() == nil {
+		t.Logf("podman load not tried: %s is already in podman's store", ref)
+		return
+	}
+	if out, err := exec.Command("podman", "load", "-i", archive).CombinedOutput(); err != nil {
+		t.Fatalf("podman load -i %s: %v\n%s", filepath.Base(archive), err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("podman", "rmi", "-f", ref).Run() })
+	if got := output(t, "podman", "image", "inspect", "--format", "{{.Os}}/{{.Architecture}}", ref); got != "linux/"+runtime.GOARCH {
+		t.Errorf("podman loaded %s for %s, want linux/%s", ref, got, runtime.GOARCH)
 	}
 }
 
