@@ -3,7 +3,7 @@
 GO          ?= go
 BINARY      := diskprobe_exporter
 PKG_VERSION := github.com/prometheus/common/version
-# One version number (README "Releases"): the file VERSION holds the next release, X.Y.Z, tagged
+# One version number (docs/development.md "Releasing"): the file VERSION holds the next release, X.Y.Z, tagged
 # vX.Y.Z when made. RELEASE is it. packaging/version.sh spells a build's version two ways:
 # VERSION is X.Y.Z at the tag and X.Y.Z~dev.<n>.g<sha> before it (what --version,
 # diskprobe_exporter_build_info and the packages say; dpkg and rpm sort '~' first); SEMVER is
