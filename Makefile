@@ -215,7 +215,7 @@ release:
 	  rm -rf "$$d"; mkdir -p "$$b/host" "$$tools"; \
 	  echo "release $(SEMVER) (packages $(VERSION)) into $(RELEASE_DIST)"; \
 	  for p in $(RELEASE_TOOL_PKGS); do GOBIN="$$tools" GOFLAGS= $(GO) install "$$p"; done; \
-	  $(MAKE) --no-print-directory build $(RELEASE_FLAGS) VERSION='$(VERSION)'; \
+	  $(MAKE) --no-print-directory build $(RELEASE_FLAGS); \
 	  mv $(BINARY) "$$b/host/"; \
 	  for arch in $(RELEASE_ARCHES); do \
 	    GOOS=linux GOARCH=$$arch $(MAKE) --no-print-directory package $(RELEASE_FLAGS) \
