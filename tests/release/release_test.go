@@ -210,8 +210,9 @@ func artifacts(semver, pkg string) []string {
 }
 
 // TestReleaseArtifacts: every artifact for both architectures, holding the right binary:
-// the tarballs' ELF machines, the arm64 binary's --version and `check` under qemu-user, the
-// packages' architecture fields and binaries, each SBOM's architecture.
+// the tarballs' ELF machines, the binaries' --version and `check` (arm64 under qemu-user),
+// the packages' architecture fields and the ELF machine of their binaries, each SBOM's
+// architecture.
 func TestReleaseArtifacts(t *testing.T) {
 	b := releases(t)[0]
 	if regexp.MustCompile(`[~+]|dirty`).MatchString(b.semver) || b.pkg != strings.Replace(b.semver, "-", "~", 1) {
@@ -263,6 +264,12 @@ func TestReleaseArtifacts(t *testing.T) {
 			if got := output(t, "rpm", "-qp", "--queryformat", "%{ARCH} %{VERSION}-%{RELEASE}", rpmFile); got != a.rpmarch+" "+b.pkg+"-1" {
 				t.Errorf("%s: %q, want %q", filepath.Base(rpmFile), got, a.rpmarch+" "+b.pkg+"-1")
 			}
+			need(t, "rpm2cpio", "cpio")
+			rpmBin, err := exec.Command("sh", "-c", `rpm2cpio "$1" | cpio -i --quiet --to-stdout /usr/bin/diskprobe_exporter`, "sh", rpmFile).Output()
+			if err != nil {
+				t.Fatalf("rpm2cpio %s: %v", filepath.Base(rpmFile), err)
+			}
+			checkELF(t, "the .rpm's /usr/bin/diskprobe_exporter", rpmBin, a.machine)
 
 			for _, art := range []string{dir + ".tar.gz", filepath.Base(deb), filepath.Base(rpmFile), "diskprobe-exporter-" + b.semver + ".oci.tar.linux-" + a.goarch} {
 				checkSBOM(t, filepath.Join(b.dist, art+".sbom.cdx.json"), a.goarch, b.semver)
@@ -319,16 +326,21 @@ func runBinary(t *testing.T, bin, goarch, version string) {
 	} else if !strings.Contains(out, "PASS") && !strings.Contains(out, "FAIL") {
 		t.Errorf("%s check: no verdict\n%s", goarch, out)
 	} else {
-		t.Logf("%s check (%v): %s", goarch, prefix, lastLine(out))
+		t.Logf("%s check (%v): %s", goarch, prefix, verdictLine(out))
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("%s check left %d files in %s", goarch, len(left), dir)
 	}
 }
 
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
+// verdictLine is the line of check's output with its PASS or FAIL.
+func verdictLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, "PASS") || strings.Contains(l, "FAIL") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }
 
 func checkSBOM(t *testing.T, path, goarch, semver string) {
