@@ -3,12 +3,15 @@
 GO          ?= go
 BINARY      := diskprobe_exporter
 PKG_VERSION := github.com/prometheus/common/version
-# One version number (README "Releases"): the file VERSION holds the next release, X.Y.Z, tagged
-# vX.Y.Z when made. RELEASE is it: the chart's version and appVersion and the image's tag.
-# VERSION (packaging/version.sh) is X.Y.Z at the tag and X.Y.Z~git<n>.<sha> before it: what
-# --version, diskprobe_exporter_build_info and the packages say.
+# One version number (docs/development.md "Releasing"): the file VERSION holds the next release, X.Y.Z, tagged
+# vX.Y.Z when made. RELEASE is it. packaging/version.sh spells a build's version two ways:
+# VERSION is X.Y.Z at the tag and X.Y.Z~dev.<n>.g<sha> before it (what --version,
+# diskprobe_exporter_build_info and the packages say; dpkg and rpm sort '~' first); SEMVER is
+# the same with '-' for '~', X.Y.Z-dev.<n>.g<sha> (the image's tag and the chart's version: valid
+# semver and OCI tag, sorting before X.Y.Z). A development build never carries the release's number.
 RELEASE     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 VERSION     ?= $(eval VERSION := $$(shell packaging/version.sh))$(VERSION)
+SEMVER      ?= $(eval SEMVER := $$(shell packaging/version.sh --semver))$(SEMVER)
 REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BRANCH      ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
 BUILD_USER  ?= $(shell id -un)@$(shell hostname)
@@ -22,7 +25,7 @@ LDFLAGS     := -s -w \
 LISTEN      ?= :10052
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build run test test-deps test-k8s test-race lint fuzz bench package image chart-files mixin tools clean
+.PHONY: all build run test test-deps test-k8s test-race lint fuzz bench package image release chart-files mixin tools clean
 
 all: lint build test
 
@@ -82,6 +85,8 @@ test-race:
 # repository, in both modules. --allow-parallel-runners: by default a second golangci-lint on
 # the machine (another checkout's make test) makes it exit 3 at once.
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.5.0
+# actionlint checks .github/workflows (the release workflow), also as a pinned module.
+ACTIONLINT ?= $(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -89,6 +94,7 @@ lint:
 	cd tests && $(GO) vet ./...
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 	cd tests && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...
+	$(ACTIONLINT)
 
 FUZZTIME ?= 5m
 fuzz:
@@ -127,6 +133,9 @@ DIST            ?= dist
 PACKAGE_VERSION ?= $(VERSION)
 NFPM            ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0
 PACKAGE_STAGE   := dist/.stage
+# The man page is the binary's --help-man: make release, building for another architecture
+# (GOARCH in the environment), names a binary this machine runs.
+MANPAGE_BINARY  ?= ./$(BINARY)
 
 package:
 	@for f in LICENSE README.md; do \
@@ -135,7 +144,7 @@ package:
 	@set -eu; umask 022; \
 	  rm -rf $(PACKAGE_STAGE); \
 	  mkdir -p $(PACKAGE_STAGE)/share/dashboards $(PACKAGE_STAGE)/share/alerts $(DIST); \
-	  packaging/manpage.sh ./$(BINARY) '$(PACKAGE_VERSION)' > $(PACKAGE_STAGE)/$(BINARY).1; \
+	  packaging/manpage.sh $(MANPAGE_BINARY) '$(PACKAGE_VERSION)' > $(PACKAGE_STAGE)/$(BINARY).1; \
 	  gzip -9n $(PACKAGE_STAGE)/$(BINARY).1; \
 	  for f in dashboards/*.json; do \
 	    if [ -f "$$f" ]; then install -m 0644 "$$f" $(PACKAGE_STAGE)/share/dashboards/; fi; done; \
@@ -149,18 +158,100 @@ package:
 
 # The container image as an OCI archive in $(DIST)/, built from Containerfile with no
 # container engine (tests/cmd/ociimage, in the tests module with its container library;
-# `podman load -i` or `skopeo copy oci-archive:` it).
+# `podman load -i` or `skopeo copy oci-archive:` it), for this machine's architecture
+# (make release builds both).
 # Docker or Buildah users: `make build && docker build -f Containerfile .` gives the same image.
-# The tag is the release (RELEASE), which the chart's appVersion names, so `helm install` with no
-# image.tag finds it; OCI tags can hold neither '~' nor '+', and the image's version label holds
-# VERSION. Between releases, push a development build under a tag of its own: TAG=<tag>.
-IMAGE ?= diskprobe-exporter
-TAG   ?= $(RELEASE)
+# The tag is SEMVER: the release (which the chart's appVersion names, so `helm install` with no
+# image.tag finds it) only at an exact release tag, otherwise the development version
+# X.Y.Z-dev.<n>.g<sha>; OCI tags can hold neither '~' nor '+', and the image's version label
+# holds VERSION. IMAGE is where the release workflow publishes it (the chart's default).
+IMAGE ?= ghcr.io/diskprobe/diskprobe-exporter
+TAG   ?= $(SEMVER)
 image: build
 	@mkdir -p $(DIST)
 	$(GO) -C tests run ./cmd/ociimage -f '$(CURDIR)/Containerfile' -context '$(CURDIR)' -t '$(IMAGE):$(TAG)' \
-	  -o '$(abspath $(DIST))/$(IMAGE)-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
-	@echo "image: $(DIST)/$(IMAGE)-$(TAG).oci.tar ($(IMAGE):$(TAG))"
+	  -o '$(abspath $(DIST))/$(notdir $(IMAGE))-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
+	@echo "image: $(DIST)/$(notdir $(IMAGE))-$(TAG).oci.tar ($(IMAGE):$(TAG))"
+
+# make release: everything a release publishes, for linux/amd64 and linux/arm64, in
+# $(RELEASE_DIST)/ (emptied first; docs/development.md "Releasing"):
+#   diskprobe_exporter-<v>.linux-<arch>.tar.gz   static binary, LICENSE, README.md,
+#                                                 examples/diskprobe.yml, man page
+#   diskprobe-exporter_<pkgv>-1_<arch>.deb, diskprobe-exporter-<pkgv>-1.<rpmarch>.rpm  (make package)
+#   diskprobe-exporter-<v>.oci.tar                one OCI image index, both architectures
+#   diskprobe-exporter-<v>.tgz, index.yaml        the chart, version and appVersion <v>
+#   <artifact>.sbom.cdx.json                      CycloneDX SBOM of each artifact holding the binary
+#                                                 (cyclonedx-gomod bin: the modules linked in), the
+#                                                 image's one per platform (.oci.tar.linux-<arch>.)
+#   SHA256SUMS                                    over all of the above
+# <v> is SEMVER, <pkgv> VERSION: the release at its tag, a development version elsewhere.
+# Reproducible: two runs from one commit give the same bytes. Every time stamp is the commit's
+# (SOURCE_DATE_EPOCH, BUILD_DATE), the build user fixed, the binaries -trimpath; tar sorts
+# names, owner 0, gzip -n. `helm package` stamps each file with the current time and `helm repo
+# index` the index, so both are rewritten with the commit's time.
+# Why not GoReleaser and ko: GoReleaser would run the same nfpm over the same nfpm.yaml, and
+# ko writes a multi-arch index only to a registry (or a docker daemon) and builds from Go
+# packages, not from our Containerfile; nfpm and tests/cmd/ociimage already do the job.
+RELEASE_DIST    ?= dist/release
+RELEASE_ARCHES  ?= amd64 arm64
+RELEASE_TOOLS   ?= dist/.tools
+COMMIT_EPOCH    := $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# Pinned modules, installed into $(RELEASE_TOOLS) (outside go.mod, from Go's build cache after
+# the first run): programs for this machine while GOARCH names the target. cyclonedx-gomod takes
+# the SBOM's purl goarch from its own environment, so it runs with the target's GOARCH.
+RELEASE_TOOL_PKGS := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0 helm.sh/helm/v3/cmd/helm@v3.19.0 \
+  github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
+# Where the release workflow serves the chart from (index.yaml's URLs): the release's assets.
+CHART_URL       ?= https://github.com/diskprobe/diskprobe_exporter/releases/download/v$(SEMVER)
+RELEASE_FLAGS    = VERSION='$(VERSION)' SEMVER='$(SEMVER)' REVISION='$(REVISION)' \
+  BRANCH='$(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null || echo HEAD)' \
+  BUILD_USER=release@diskprobe \
+  BUILD_DATE='$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d-%H:%M:%S 2>/dev/null)'
+
+release:
+	@set -eu; umask 022; \
+	  d='$(abspath $(RELEASE_DIST))'; b="$$d/.build"; tools='$(abspath $(RELEASE_TOOLS))'; \
+	  export SOURCE_DATE_EPOCH=$(COMMIT_EPOCH) TZ=UTC; \
+	  rm -rf "$$d"; mkdir -p "$$b/host" "$$tools"; \
+	  echo "release $(SEMVER) (packages $(VERSION)) into $(RELEASE_DIST)"; \
+	  for p in $(RELEASE_TOOL_PKGS); do GOBIN="$$tools" GOFLAGS= $(GO) install "$$p"; done; \
+	  $(MAKE) --no-print-directory build $(RELEASE_FLAGS); \
+	  mv $(BINARY) "$$b/host/"; \
+	  for arch in $(RELEASE_ARCHES); do \
+	    GOOS=linux GOARCH=$$arch $(MAKE) --no-print-directory package $(RELEASE_FLAGS) \
+	      DIST="$$d" NFPM="$$tools/nfpm" MANPAGE_BINARY="$$b/host/$(BINARY)"; \
+	    t=$(BINARY)-$(SEMVER).linux-$$arch; \
+	    mkdir -p "$$b/linux-$$arch" "$$b/$$t"; mv $(BINARY) "$$b/linux-$$arch/"; \
+	    install -m 0755 "$$b/linux-$$arch/$(BINARY)" "$$b/$$t/"; \
+	    install -m 0644 LICENSE README.md examples/diskprobe.yml $(PACKAGE_STAGE)/$(BINARY).1.gz "$$b/$$t/"; \
+	    tar -C "$$b" --sort=name --mtime=@$$SOURCE_DATE_EPOCH --owner=0 --group=0 --numeric-owner \
+	      --format=gnu -cf - "$$t" | gzip -9n > "$$d/$$t.tar.gz"; \
+	  done; \
+	  rm -rf $(PACKAGE_STAGE); \
+	  platforms=; for arch in $(RELEASE_ARCHES); do platforms="$$platforms -platform linux/$$arch=$$b/linux-$$arch"; done; \
+	  $(GO) -C tests run ./cmd/ociimage -f '$(CURDIR)/Containerfile' -context '$(CURDIR)' -t '$(IMAGE):$(SEMVER)' \
+	    -o "$$d/$(notdir $(IMAGE))-$(SEMVER).oci.tar" $$platforms \
+	    --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'; \
+	  "$$tools/helm" package charts/diskprobe-exporter --version '$(SEMVER)' --app-version '$(SEMVER)' -d "$$b/chart" >/dev/null; \
+	  chart=diskprobe-exporter-$(SEMVER).tgz; mkdir -p "$$b/chart/x"; \
+	  tar -C "$$b/chart/x" -m -xzf "$$b/chart/$$chart"; \
+	  tar -tzf "$$b/chart/$$chart" | tar -C "$$b/chart/x" --no-recursion --mtime=@$$SOURCE_DATE_EPOCH \
+	    --owner=0 --group=0 --numeric-owner --mode=0644 --format=ustar -cf - -T - | gzip -9n > "$$d/$$chart"; \
+	  "$$tools/helm" repo index "$$d" --url '$(CHART_URL)'; \
+	  stamp=$$(date -u -d @$$SOURCE_DATE_EPOCH +%Y-%m-%dT%H:%M:%SZ); \
+	  sed -i -E "s/^(generated|    created): .*/\1: \"$$stamp\"/" "$$d/index.yaml"; \
+	  for arch in $(RELEASE_ARCHES); do \
+	    for a in "$$d"/$(BINARY)-$(SEMVER).linux-$$arch.tar.gz "$$d"/*_$$arch.deb \
+	      "$$d"/*.$$(case $$arch in amd64) echo x86_64;; arm64) echo aarch64;; *) echo $$arch;; esac).rpm \
+	      "$$d/$(notdir $(IMAGE))-$(SEMVER).oci.tar.linux-$$arch"; do \
+	      GOOS=linux GOARCH=$$arch "$$tools/cyclonedx-gomod" bin -json -noserial -version 'v$(SEMVER)' \
+	        -output "$$a.sbom.cdx.json" "$$b/linux-$$arch/$(BINARY)"; \
+	      sed -i -E "0,/\"timestamp\": \"[^\"]*\"/s//\"timestamp\": \"$$stamp\"/" "$$a.sbom.cdx.json"; \
+	    done; \
+	  done; \
+	  rm -rf "$$b"; \
+	  cd "$$d" && find . -maxdepth 1 -type f ! -name SHA256SUMS -printf '%f\n' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS; \
+	  echo "release: $(RELEASE_DIST)/"; cat SHA256SUMS
 
 # The chart's copies of alerts/diskprobe.rules.yml and dashboards/*.json: real files, since helm
 # warns on symlinks in a chart and a chart directory copied alone (vendored, pulled) has no

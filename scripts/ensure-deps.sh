@@ -9,6 +9,8 @@ declare -A need=(
   [promtool]=prometheus
   [prometheus]=prometheus
   [rpm]=rpm
+  [rpm2cpio]=rpm
+  [cpio]=cpio
   [mkfs.ext4]=e2fsprogs
   [mkfs.btrfs]=btrfs-progs
   [losetup]=mount
@@ -32,6 +34,8 @@ declare -A need=(
   [unshare]=util-linux
   # kube-router's network policy controller (NetworkPolicies in the cluster tests).
   [ipset]=ipset
+  # tests/release: the arm64 release binary run under qemu-user.
+  [qemu-aarch64-static]=qemu-user-static
 )
 for extra in "$@"; do need[${extra%%=*}]=${extra#*=}; done
 

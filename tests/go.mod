@@ -14,6 +14,7 @@ require (
 	github.com/prometheus/prometheus v0.307.3
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.54.0
+	golang.org/x/mod v0.37.0
 	golang.org/x/sys v0.49.0
 	google.golang.org/protobuf v1.36.11
 	k8s.io/api v0.34.1

@@ -39,10 +39,13 @@ func makeDryRun(t *testing.T, target string) string {
 	return string(out)
 }
 
+// publishedImage is where the release workflow pushes the image and what the chart pulls.
+const publishedImage = "ghcr.io/diskprobe/diskprobe-exporter"
+
 // TestHelmInstallWithoutImageTagGetsTheImageMakeImageTags: `helm install` with no --set
-// image.tag pulls <repository>:<appVersion>; that must be the tag `make image` gives, and
-// the chart's version, appVersion and VERSION one number, or a new user gets
-// ImagePullBackOff.
+// image.tag pulls <repository>:<appVersion>; that must be the published image under the tag
+// `make image` gives a release, and the chart's version, appVersion and VERSION one number, or
+// a new user gets ImagePullBackOff. A development build is never tagged with the release.
 func TestHelmInstallWithoutImageTagGetsTheImageMakeImageTags(t *testing.T) {
 	v := release(t)
 	data, err := os.ReadFile(chartDir + "/Chart.yaml")
@@ -59,12 +62,28 @@ func TestHelmInstallWithoutImageTagGetsTheImageMakeImageTags(t *testing.T) {
 	if chart.Version != v || chart.AppVersion != v {
 		t.Errorf("Chart.yaml has version %q and appVersion %q, VERSION %q: one number for all three", chart.Version, chart.AppVersion, v)
 	}
-	if want := "-t 'diskprobe-exporter:" + v + "'"; !strings.Contains(makeDryRun(t, "image"), want) {
-		t.Errorf("make image does not tag the image with VERSION (want %s in make -n image)", want)
+	out, err := exec.Command("sh", testenv.RepoPath("packaging", "version.sh"), "--semver").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := strings.TrimSpace(string(out))
+	if want := "-t '" + publishedImage + ":" + tag + "'"; !strings.Contains(makeDryRun(t, "image"), want) {
+		t.Errorf("make image does not tag the image %s (packaging/version.sh --semver) (want %s in make -n image)", tag, want)
+	}
+	exact := exec.Command("git", "-C", testenv.RepoPath(), "describe", "--tags", "--exact-match", "--match", "v"+v, "--dirty")
+	if desc, err := exact.Output(); err != nil || strings.TrimSpace(string(desc)) != "v"+v {
+		if tag == v {
+			t.Errorf("make image tags %s on a checkout that is not the release tag v%s (git describe: %q)", tag, v, desc)
+		}
 	}
 	r := render(t, "probe", nil, nil)
-	if got, want := r.daemonSet.Spec.Template.Spec.Containers[0].Image, "diskprobe-exporter:"+v; got != want {
-		t.Errorf("the DaemonSet's default image is %s, want %s (what make image tags)", got, want)
+	if got, want := r.daemonSet.Spec.Template.Spec.Containers[0].Image, publishedImage+":"+v; got != want {
+		t.Errorf("the DaemonSet's default image is %s, want %s (what the release publishes)", got, want)
+	}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	r = render(t, "probe", nil, []string{"image.digest=" + digest, "image.tag=9.9.9"})
+	if got, want := r.daemonSet.Spec.Template.Spec.Containers[0].Image, publishedImage+"@"+digest; got != want {
+		t.Errorf("with image.digest the DaemonSet's image is %s, want %s", got, want)
 	}
 
 	// The install commands of README.md and docs/kubernetes.md name the image and its archive
@@ -81,22 +100,25 @@ func TestHelmInstallWithoutImageTagGetsTheImageMakeImageTags(t *testing.T) {
 		}
 	}
 
-	job, err := os.ReadFile(testenv.RepoPath("examples", "kubernetes", "check-job.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var j batchv1.Job
-	if err := sigsyaml.Unmarshal(job, &j); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := j.Spec.Template.Spec.Containers[0].Image, "diskprobe-exporter:"+v; got != want {
-		t.Errorf("examples/kubernetes/check-job.yaml runs %s, want %s (what make image tags)", got, want)
+	// The example Jobs run the image the chart runs by default.
+	for _, file := range []string{"check-job.yaml", "cleanup-job.yaml"} {
+		job, err := os.ReadFile(testenv.RepoPath("examples", "kubernetes", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j batchv1.Job
+		if err := sigsyaml.Unmarshal(job, &j); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := j.Spec.Template.Spec.Containers[0].Image, publishedImage+":"+v; got != want {
+			t.Errorf("examples/kubernetes/%s runs %s, want %s (the chart's default image)", file, got, want)
+		}
 	}
 }
 
 // TestBinaryAndPackagesCarryTheReleaseVersion: `make build` and `make package` stamp the
 // binary (--version, diskprobe_exporter_build_info) and the packages with packaging/version.sh's
-// version, which is VERSION's release at its tag and VERSION~git<n>.<sha> before it.
+// version, which is VERSION's release at its tag and VERSION~dev.<n>.g<sha> before it.
 func TestBinaryAndPackagesCarryTheReleaseVersion(t *testing.T) {
 	v := release(t)
 	out, err := exec.Command("sh", testenv.RepoPath("packaging", "version.sh")).Output()

@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/mod/semver"
+
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
@@ -156,7 +158,8 @@ func TestServiceUnitExposureIsAtMost2(t *testing.T) {
 
 // TestPackageVersionsSortLikeReleases checks packaging/version.sh on scratch repositories,
 // without a VERSION file and with one naming the next release: every form it prints must be
-// a version dpkg and rpm accept, in release order.
+// a version dpkg and rpm accept, in release order, and its --semver twin (the image's tag, the
+// chart's version) valid semver and a valid OCI tag in the same order.
 func TestPackageVersionsSortLikeReleases(t *testing.T) {
 	needCommands(t, "git")
 	body, err := os.ReadFile(filepath.Join(testenv.RepoPath(), "packaging", "version.sh"))
@@ -180,12 +183,12 @@ func TestPackageVersionsSortLikeReleases(t *testing.T) {
 	}
 	dirty := version()
 	checkVersions(t, repo, []versionCase{
-		{untagged, `^0\.0\.0~git1\.[0-9a-f]{7,}$`},
+		{untagged, `^0\.0\.0~dev\.1\.g[0-9a-f]{12}$`},
 		{release, `^1\.2\.3$`},
-		{after, `^1\.2\.3\+git1\.[0-9a-f]{7,}$`},
+		{after, `^1\.2\.4~dev\.1\.g[0-9a-f]{12}$`},
 		{rc, `^1\.3\.0~rc\.1$`},
 		{dirty, `^1\.3\.0~rc\.1\.dirty$`},
-	}, []string{untagged, release, after, rc, "1.3.0"})
+	}, []ver{untagged, release, after, rc, {"1.3.0", "1.3.0"}})
 
 	// The release process: VERSION holds the next release; tag v$(cat VERSION); bump VERSION.
 	repo, git, version = scratchRepo(t, body)
@@ -203,6 +206,11 @@ func TestPackageVersionsSortLikeReleases(t *testing.T) {
 	beforeFirst := version()
 	git("tag", "v1.2.3")
 	first := version()
+	if err := os.WriteFile(filepath.Join(repo, "packaging", "version.sh"), append(body, '\n'), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dirtyAtTag := version()
+	git("checkout", "-q", "--", "packaging/version.sh")
 	git("commit", "-q", "--allow-empty", "-m", "not bumped yet")
 	notBumped := version()
 	writeVersion("1.3.0")
@@ -218,20 +226,25 @@ func TestPackageVersionsSortLikeReleases(t *testing.T) {
 	}
 	tarball := version()
 	checkVersions(t, repo, []versionCase{
-		{beforeFirst, `^1\.2\.3~git1\.[0-9a-f]{7,}$`},
+		{beforeFirst, `^1\.2\.3~dev\.1\.g[0-9a-f]{12}$`},
 		{first, `^1\.2\.3$`},
-		{notBumped, `^1\.2\.3\+git1\.[0-9a-f]{7,}$`},
-		{next, `^1\.3\.0~git2\.[0-9a-f]{7,}$`},
+		{dirtyAtTag, `^1\.2\.3~dirty$`},
+		{notBumped, `^1\.2\.4~dev\.1\.g[0-9a-f]{12}$`},
+		{next, `^1\.3\.0~dev\.2\.g[0-9a-f]{12}$`},
 		{nextRC, `^1\.3\.0~rc\.1$`},
-		{afterRC, `^1\.3\.0~rc\.1\+git1\.[0-9a-f]{7,}$`},
+		{afterRC, `^1\.3\.0~rc\.1\.dev\.1\.g[0-9a-f]{12}$`},
 		{second, `^1\.3\.0$`},
 		{tarball, `^1\.3\.0$`},
-	}, []string{beforeFirst, first, notBumped, next, nextRC, afterRC, second})
+	}, []ver{beforeFirst, dirtyAtTag, first, notBumped, next, nextRC, afterRC, second})
 }
 
+// ver is what packaging/version.sh prints: pkg for the packages, semver (--semver) for
+// the image's tag and the chart.
+type ver struct{ pkg, semver string }
+
 // scratchRepo makes a directory holding packaging/version.sh (body) and returns it, a git
-// runner in it and a call of the script.
-func scratchRepo(t *testing.T, body []byte) (repo string, git func(...string), version func() string) {
+// runner in it and a call of the script in both of its forms.
+func scratchRepo(t *testing.T, body []byte) (repo string, git func(...string), v func() ver) {
 	t.Helper()
 	repo = t.TempDir()
 	if err := os.MkdirAll(filepath.Join(repo, "packaging"), 0o755); err != nil {
@@ -244,35 +257,54 @@ func scratchRepo(t *testing.T, body []byte) (repo string, git func(...string), v
 		t.Helper()
 		run(t, repo, time.Minute, "git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com"}, args...)...)
 	}
-	version = func() string {
+	v = func() ver {
 		t.Helper()
-		return strings.TrimSpace(run(t, repo, time.Minute, "sh", "packaging/version.sh"))
+		return ver{
+			pkg:    strings.TrimSpace(run(t, repo, time.Minute, "sh", "packaging/version.sh")),
+			semver: strings.TrimSpace(run(t, repo, time.Minute, "sh", "packaging/version.sh", "--semver")),
+		}
 	}
-	return repo, git, version
+	return repo, git, v
 }
 
-type versionCase struct{ got, want string }
+type versionCase struct {
+	got  ver
+	want string // pattern of the package form
+}
 
-// checkVersions matches each printed version against its pattern and checks that dpkg and
-// rpm order ordered as listed.
-func checkVersions(t *testing.T, dir string, cases []versionCase, ordered []string) {
+// ociTag is the OCI distribution spec's tag grammar.
+var ociTag = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`)
+
+// checkVersions matches each printed version against its pattern, checks that its semver
+// form is the package form with '-' for '~', valid semver and an OCI tag, and that dpkg, rpm
+// and semver order ordered as listed.
+func checkVersions(t *testing.T, dir string, cases []versionCase, ordered []ver) {
 	t.Helper()
 	for _, c := range cases {
-		if !regexp.MustCompile(c.want).MatchString(c.got) {
-			t.Errorf("version.sh printed %q, want %s", c.got, c.want)
+		if !regexp.MustCompile(c.want).MatchString(c.got.pkg) {
+			t.Errorf("version.sh printed %q, want %s", c.got.pkg, c.want)
+		}
+		if want := strings.Replace(c.got.pkg, "~", "-", 1); c.got.semver != want {
+			t.Errorf("version.sh --semver printed %q, want %q (the package version %q with '-' for '~')", c.got.semver, want, c.got.pkg)
+		}
+		if !semver.IsValid("v"+c.got.semver) || semver.Build("v"+c.got.semver) != "" || !ociTag.MatchString(c.got.semver) {
+			t.Errorf("version.sh --semver printed %q: not a semver without build metadata and an OCI tag", c.got.semver)
 		}
 	}
 	for i := 1; i < len(ordered); i++ {
 		lo, hi := ordered[i-1], ordered[i]
+		if semver.Compare("v"+lo.semver, "v"+hi.semver) >= 0 {
+			t.Errorf("semver does not order %s < %s", lo.semver, hi.semver)
+		}
 		if _, err := exec.LookPath("dpkg"); err == nil {
-			if out, err := runErr(dir, time.Minute, nil, "dpkg", "--compare-versions", lo, "lt", hi); err != nil {
-				t.Errorf("dpkg does not order %s < %s: %v %s", lo, hi, err, out)
+			if out, err := runErr(dir, time.Minute, nil, "dpkg", "--compare-versions", lo.pkg, "lt", hi.pkg); err != nil {
+				t.Errorf("dpkg does not order %s < %s: %v %s", lo.pkg, hi.pkg, err, out)
 			}
 		}
 		if _, err := exec.LookPath("rpm"); err == nil {
-			out, err := runErr(dir, time.Minute, nil, "rpm", "--eval", fmt.Sprintf(`%%{lua: print(rpm.vercmp(%q, %q))}`, lo, hi))
+			out, err := runErr(dir, time.Minute, nil, "rpm", "--eval", fmt.Sprintf(`%%{lua: print(rpm.vercmp(%q, %q))}`, lo.pkg, hi.pkg))
 			if err != nil || strings.TrimSpace(out) != "-1" {
-				t.Errorf("rpm does not order %s < %s: got %q %v", lo, hi, out, err)
+				t.Errorf("rpm does not order %s < %s: got %q %v", lo.pkg, hi.pkg, out, err)
 			}
 		}
 	}

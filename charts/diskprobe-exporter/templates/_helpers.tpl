@@ -93,3 +93,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "diskprobe-exporter.labelList" -}}
 {{- $l := list }}{{ range $k, $v := . }}{{ $l = append $l (printf "%s=%s" $k $v) }}{{ end }}{{ join ", " $l }}
 {{- end }}
+
+{{/*
+The image: repository@digest when image.digest pins one, else repository:tag (tag defaulting
+to the chart's appVersion, the release the image is published under).
+*/}}
+{{- define "diskprobe-exporter.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}

@@ -7,8 +7,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -113,15 +115,44 @@ var (
 	labelRE = regexp.MustCompile(`([A-Za-z0-9_.-]+)="([^"]*)"`)
 )
 
-// Image builds the image: one layer with the copied files (owned by root, mode kept,
-// modification time the Unix epoch so that the same inputs give the same image).
+// Image builds the image for this machine's architecture: one layer with the copied files
+// (owned by root, mode kept, modification time the Unix epoch so that the same inputs give
+// the same image).
 func (s *Spec) Image(contextDir string) (v1.Image, error) {
+	return s.ImageFor(Platform{OS: "linux", Architecture: goarch()}, contextDir)
+}
+
+// Platform is an image's os/architecture, as in linux/arm64.
+type Platform struct{ OS, Architecture string }
+
+// ParsePlatform reads "linux/arm64".
+func ParsePlatform(s string) (Platform, error) {
+	goos, arch, ok := strings.Cut(s, "/")
+	if !ok || goos == "" || arch == "" || strings.Contains(arch, "/") {
+		return Platform{}, fmt.Errorf("platform %q: want OS/ARCH, e.g. linux/arm64", s)
+	}
+	return Platform{OS: goos, Architecture: arch}, nil
+}
+
+func (p Platform) String() string { return p.OS + "/" + p.Architecture }
+
+// ImageFor builds the image for platform p. Each COPY source is taken from the first of
+// contextDirs that has it: a directory holding the platform's binary first, then the
+// build context, so one Containerfile serves every architecture.
+func (s *Spec) ImageFor(p Platform, contextDirs ...string) (v1.Image, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{}
 	for _, c := range s.Copies {
-		src := filepath.Join(contextDir, c.Src)
-		fi, err := os.Stat(src)
+		var src string
+		var fi os.FileInfo
+		var err error
+		for _, dir := range contextDirs {
+			src = filepath.Join(dir, c.Src)
+			if fi, err = os.Stat(src); err == nil || !errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -184,7 +215,7 @@ func (s *Spec) Image(contextDir string) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Created = "linux", goarch(), v1.Time{Time: time.Unix(0, 0)}
+	cf.OS, cf.Architecture, cf.Created = p.OS, p.Architecture, v1.Time{Time: time.Unix(0, 0)}
 	return mutate.ConfigFile(img, cf)
 }
 
@@ -203,6 +234,37 @@ func sortedDirs(dirs map[string]bool) []string {
 // WriteArchive writes img as an OCI image layout in a tar file (podman load and skopeo
 // read it as oci-archive), its index naming it ref (e.g. diskprobe-exporter:1.0.0).
 func WriteArchive(path, ref string, img v1.Image) error {
+	return writeLayout(path, func(p layout.Path) error {
+		return p.AppendImage(img, layout.WithAnnotations(refName(ref)))
+	})
+}
+
+// WriteIndexArchive writes images, one per platform, as one OCI image index in an OCI
+// layout in a tar file, the layout's index naming it ref: `skopeo copy --all
+// oci-archive:PATH docker://...` pushes every platform; podman and ctr import the one they run.
+func WriteIndexArchive(path, ref string, images map[Platform]v1.Image) error {
+	platforms := make([]Platform, 0, len(images))
+	for p := range images {
+		platforms = append(platforms, p)
+	}
+	sort.Slice(platforms, func(i, j int) bool { return platforms[i].String() < platforms[j].String() })
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, p := range platforms {
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add:        images[p],
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: p.OS, Architecture: p.Architecture}},
+		})
+	}
+	return writeLayout(path, func(p layout.Path) error {
+		return p.AppendIndex(idx, layout.WithAnnotations(refName(ref)))
+	})
+}
+
+func refName(ref string) map[string]string {
+	return map[string]string{"org.opencontainers.image.ref.name": ref}
+}
+
+func writeLayout(path string, add func(layout.Path) error) error {
 	dir, err := os.MkdirTemp("", "ociimage-")
 	if err != nil {
 		return err
@@ -212,12 +274,14 @@ func WriteArchive(path, ref string, img v1.Image) error {
 	if err != nil {
 		return err
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
+	if err := add(p); err != nil {
 		return err
 	}
 	return tarDir(dir, path)
 }
 
+// tarDir writes the layout in dir as a tar file that depends on its content alone: names
+// sorted, owner root, modes 0755/0644, modification time the Unix epoch.
 func tarDir(dir, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -229,13 +293,14 @@ func tarDir(dir, path string) error {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		hdr, err := tar.FileInfoHeader(fi, "")
-		if err != nil {
-			return err
-		}
-		hdr.Name = rel
-		if fi.IsDir() {
-			hdr.Name += "/"
+		hdr := &tar.Header{Name: filepath.ToSlash(rel), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+		switch {
+		case fi.IsDir():
+			hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, hdr.Name+"/", 0o755
+		case fi.Mode().IsRegular():
+			hdr.Typeflag, hdr.Mode, hdr.Size = tar.TypeReg, 0o644, fi.Size()
+		default:
+			return fmt.Errorf("%s: not a file or directory", p)
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err

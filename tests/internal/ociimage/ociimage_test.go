@@ -1,11 +1,17 @@
 package ociimage
 
 import (
+	"archive/tar"
+	"crypto/sha256"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
@@ -65,6 +71,78 @@ func TestContainerfileInstructionsMakeImageCannotApplyAreRefused(t *testing.T) {
 		}
 		if _, err := Parse(path, nil); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want an error naming the file and %q", c.file, err, c.want)
+		}
+	}
+}
+
+// TestIndexArchiveHoldsEachPlatformsBinaryAndIsByteStable: with a directory per platform, each
+// image takes its binary from its own directory and the rest from the build context; the
+// archive is the same bytes when written twice (make release's SHA256SUMS).
+func TestIndexArchiveHoldsEachPlatformsBinaryAndIsByteStable(t *testing.T) {
+	spec, err := Parse(testenv.RepoPath("Containerfile"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.TempDir()
+	for _, c := range spec.Copies {
+		if err := os.WriteFile(filepath.Join(ctx, c.Src), []byte("context's "+c.Src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	images := map[Platform]v1.Image{}
+	for _, arch := range []string{"amd64", "arm64"} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "diskprobe_exporter"), []byte("binary for "+arch), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p, err := ParsePlatform("linux/" + arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if images[p], err = spec.ImageFor(p, dir, ctx); err != nil {
+			t.Fatal(err)
+		}
+		cf, err := images[p].ConfigFile()
+		if err != nil || cf.Architecture != arch || cf.OS != "linux" {
+			t.Fatalf("%s: config %s/%s (%v)", p, cf.OS, cf.Architecture, err)
+		}
+		layers, err := images[p].Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := layers[0].Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]string{}
+		tr := tar.NewReader(rc)
+		for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+			b, _ := io.ReadAll(tr)
+			files[h.Name] = string(b)
+		}
+		_ = rc.Close()
+		if files["bin/diskprobe_exporter"] != "binary for "+arch || files["LICENSE"] != "context's LICENSE" {
+			t.Errorf("%s: layer holds %q", p, files)
+		}
+	}
+	var sums []string
+	for i := 0; i < 2; i++ {
+		out := filepath.Join(t.TempDir(), "index.tar")
+		if err := WriteIndexArchive(out, "diskprobe-exporter:test", images); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, fmt.Sprintf("%x", sha256.Sum256(data)))
+	}
+	if sums[0] != sums[1] {
+		t.Errorf("two archives of the same images differ: %s, %s", sums[0], sums[1])
+	}
+	for _, bad := range []string{"linux", "linux/", "/arm64", "linux/arm64/v8"} {
+		if _, err := ParsePlatform(bad); err == nil {
+			t.Errorf("ParsePlatform(%q) accepted", bad)
 		}
 	}
 }
