@@ -1,9 +1,9 @@
-# diskprobe_exporter — see README.md and docs/development.md. `make run` and `make test` are all a new machine needs.
+# diskprobe_exporter — see README.md ("Working on the code") and docs/development.md. `make run` and `make test` are all a new machine needs.
 
 GO          ?= go
 BINARY      := diskprobe_exporter
 PKG_VERSION := github.com/prometheus/common/version
-# One version number (README "Releases"): the file VERSION holds the next release, X.Y.Z, tagged
+# One version number (docs/development.md, "Releases"): the file VERSION holds the next release, X.Y.Z, tagged
 # vX.Y.Z when made. RELEASE is it: the chart's version and appVersion and the image's tag.
 # VERSION (packaging/version.sh) is X.Y.Z at the tag and X.Y.Z~git<n>.<sha> before it: what
 # --version, diskprobe_exporter_build_info and the packages say.

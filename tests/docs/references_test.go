@@ -1,0 +1,138 @@
+package docs
+
+import (
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+)
+
+// TestCommentsPointAtSectionsThatExist: the Makefile's and the chart's values files' comments
+// send a reader to `README's "Heading"`, `README.md ("Heading")` or `docs/x.md's "Heading"`:
+// each heading exists (they named a README "Releases" and sections of a README that had
+// moved).
+func TestCommentsPointAtSectionsThatExist(t *testing.T) {
+	ref := regexp.MustCompile(`(README|docs/[a-z]+\.md)(?:\.md)?(?:'s|,)? \(?"([^"]+)"`)
+	n := 0
+	for _, file := range []string{"Makefile", "charts/diskprobe-exporter/values.yaml", "charts/diskprobe-exporter/values-etcd.yaml"} {
+		for _, m := range ref.FindAllStringSubmatch(read(t, file), -1) {
+			doc := m[1]
+			if doc == "README" {
+				doc = "README.md"
+			}
+			n++
+			if !slices.Contains(headings(read(t, doc)), m[2]) {
+				t.Errorf("%s points at %s %q, which has no such heading (%q)", file, doc, m[2], headings(read(t, doc)))
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no comment points at a section of the documents; the test reads none")
+	}
+}
+
+// headings are the texts of doc's headings (outside code blocks), and the labels of its
+// top-level bullets that open a section ("- Releases: one version number." in
+// docs/development.md).
+func headings(doc string) []string {
+	var out []string
+	inCode := false
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(l, "```") {
+			inCode = !inCode
+		}
+		if inCode {
+			continue
+		}
+		if headingLevel(l) > 0 {
+			out = append(out, strings.TrimLeft(l, "# "))
+		}
+		if m := bulletLabel.FindStringSubmatch(l); m != nil {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+var bulletLabel = regexp.MustCompile(`^- ([A-Z][A-Za-z ]+):`)
+
+// TestPackagedDocumentsLinkWhereThePackageInstallsThem: the package installs README.md and
+// docs/*.md where packaging/nfpm.yaml says (README.md beside the guides, not above a docs/
+// directory). A relative link of one of them must reach, from where the package puts it, the
+// place the package puts its target; otherwise it links to the forge
+// (https://github.com/diskprobe/diskprobe_exporter/blob/main/…).
+func TestPackagedDocumentsLinkWhereThePackageInstallsThem(t *testing.T) {
+	var nfpm struct {
+		Contents []struct{ Src, Dst string }
+	}
+	if err := yaml.Unmarshal([]byte(read(t, "packaging/nfpm.yaml")), &nfpm); err != nil {
+		t.Fatal(err)
+	}
+	// installed maps a file of the repository to where the package puts it.
+	installed := map[string]string{}
+	for _, c := range nfpm.Contents {
+		src := strings.TrimPrefix(c.Src, "./")
+		if src == "" || !strings.HasSuffix(src, ".md") {
+			continue
+		}
+		files, err := filepath.Glob(testenv.RepoPath(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			rel, _ := filepath.Rel(testenv.RepoPath(), f)
+			dst := c.Dst
+			if strings.HasSuffix(dst, "/") {
+				dst = filepath.Join(dst, filepath.Base(f))
+			}
+			installed[rel] = dst
+		}
+	}
+	if installed["README.md"] == "" {
+		t.Fatal("packaging/nfpm.yaml installs no README.md")
+	}
+	for doc, dst := range installed {
+		for _, m := range linkRE.FindAllStringSubmatch(read(t, doc), -1) {
+			file, _, _ := strings.Cut(m[1], "#")
+			if file == "" || strings.Contains(file, "://") || strings.HasPrefix(file, "mailto:") {
+				continue
+			}
+			target := filepath.Clean(filepath.Join(filepath.Dir(doc), file))
+			where, ok := installed[target]
+			switch {
+			case !ok:
+				t.Errorf("%s (installed as %s) links to %s, which the package does not install: link to %s%s", doc, dst, file, repoBlob, target)
+			case filepath.Clean(filepath.Join(filepath.Dir(dst), file)) != where:
+				t.Errorf("%s (installed as %s) links to %s, which the package installs as %s: the link is broken there", doc, dst, file, where)
+			}
+		}
+	}
+}
+
+// TestNoDocumentedCheckWritesInsideEtcdsDataDirectory: every `check` of etcd's data
+// directory the documents show writes its files beside it (--probe-dir), as the project
+// asks of its users: etcd warns at start about any entry of its data directory it does not
+// know, and nothing of ours belongs there.
+func TestNoDocumentedCheckWritesInsideEtcdsDataDirectory(t *testing.T) {
+	n := 0
+	for name, doc := range documents(t) {
+		for _, l := range append(commandLines(doc, "diskprobe_exporter check"), transcriptCommands(doc, "diskprobe_exporter check")...) {
+			f := strings.Fields(l)
+			if f[len(f)-1] != "/var/lib/etcd" {
+				continue
+			}
+			n++
+			if !strings.Contains(l, "--probe-dir") {
+				t.Errorf("%s: `%s` writes inside /var/lib/etcd: give --probe-dir a directory beside it", name, l)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no document checks /var/lib/etcd; the test reads none")
+	}
+}
