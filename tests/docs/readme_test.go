@@ -320,6 +320,39 @@ func TestTheReadmesCheckCommandRuns(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^(PASS|FAIL)  fdatasync p99`).Match(out) {
 		t.Errorf("README.md's `%s` printed no verdict:\n%s", first, out)
 	}
+
+	// The verdict the README shows on its first screen is the report as check prints it
+	// now: each line of it, up to its first figure (or its label), begins a line of this
+	// run's report (PASS and FAIL alike; WARN lines depend on the disk).
+	shown := ""
+	for _, b := range codeBlocks(read(t, "README.md"), "console") {
+		if strings.Contains(b, "$ diskprobe_exporter check") {
+			shown = b
+			break
+		}
+	}
+	if shown == "" {
+		t.Fatal("README.md shows no check verdict (a console block running diskprobe_exporter check)")
+	}
+	got := regexp.MustCompile(`(?m)^FAIL `).ReplaceAllString(string(out), "PASS ")
+	for _, l := range strings.Split(shown, "\n")[1:] {
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "WARN") {
+			continue
+		}
+		head := l
+		if i := strings.IndexAny(l, "0123456789"); i >= 0 {
+			head = l[:i]
+		}
+		if m := regexp.MustCompile(`^[a-z]+:`).FindString(l); m != "" {
+			head = m // "path:", "device:": what follows is this machine's
+		}
+		if head = strings.TrimRight(head, " "); head == "" {
+			continue
+		}
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(head)).MatchString(got) {
+			t.Errorf("README.md's verdict shows a line %q that check no longer prints:\n%s", l, out)
+		}
+	}
 }
 
 // TestTheReadmeNamesTheGoVersionOfGoMod: the Go version a newcomer is told to install is

@@ -136,3 +136,29 @@ func TestNoDocumentedCheckWritesInsideEtcdsDataDirectory(t *testing.T) {
 		t.Error("no document checks /var/lib/etcd; the test reads none")
 	}
 }
+
+// TestReadmeInstallsTheRelease: the release assets and chart versions README.md installs are
+// named as the release workflow publishes them, at the release in VERSION: a README left at
+// the last release sends users to the wrong packages.
+func TestReadmeInstallsTheRelease(t *testing.T) {
+	v := strings.TrimSpace(read(t, "VERSION"))
+	readme := read(t, "README.md")
+	vre := `([0-9]+\.[0-9]+\.[0-9]+)`
+	for _, p := range []struct{ what, re string }{
+		{"a .deb", `diskprobe-exporter_` + vre + `-1_(?:amd64|arm64)\.deb`},
+		{"an .rpm", `diskprobe-exporter-` + vre + `-1\.(?:x86_64|aarch64)\.rpm`},
+		{"a tarball", `diskprobe_exporter-` + vre + `\.linux-(?:amd64|arm64)\.tar\.gz`},
+		{"a release download", `/releases/download/v` + vre + `/`},
+		{"a chart version", `diskprobe-exporter --version ` + vre},
+	} {
+		ms := regexp.MustCompile(p.re).FindAllStringSubmatch(readme, -1)
+		if len(ms) == 0 {
+			t.Errorf("README.md names no %s (%s)", p.what, p.re)
+		}
+		for _, m := range ms {
+			if m[1] != v {
+				t.Errorf("README.md names %s %s; the release (VERSION) is %s", p.what, m[0], v)
+			}
+		}
+	}
+}
