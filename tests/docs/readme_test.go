@@ -326,7 +326,7 @@ func TestTheReadmesCheckCommandRuns(t *testing.T) {
 	// run's report (PASS and FAIL alike; WARN lines depend on the disk).
 	shown := ""
 	for _, b := range codeBlocks(read(t, "README.md"), "console") {
-		if strings.Contains(b, "$ diskprobe_exporter check") {
+		if regexp.MustCompile(`^\$ (sudo )?(\./)?diskprobe_exporter check `).MatchString(b) {
 			shown = b
 			break
 		}
