@@ -162,3 +162,15 @@ func TestReadmeInstallsTheRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasuredFiguresHaveOneSource: the exporter's memory and its series per target are
+// measured in BENCHMARKS.md and only written there; the other documents link to it. Three RSS
+// figures and two series counts for one measurement stood in four documents at once.
+func TestMeasuredFiguresHaveOneSource(t *testing.T) {
+	restated := regexp.MustCompile(`(?i)\b\d+(?:\.\d+)? MiB (?:of )?RSS\b|\bRSS (?:of )?\d+(?:\.\d+)? MiB|\b\d+ series (?:per|a) target\b|\bexposes \d+ series\b`)
+	for name, doc := range documents(t) {
+		for _, m := range restated.FindAllString(doc, -1) {
+			t.Errorf("%s states %q: the figure lives in BENCHMARKS.md (#memory, #what-prometheus-sees); link to it", name, m)
+		}
+	}
+}
