@@ -1,6 +1,8 @@
 package docs
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -59,6 +61,22 @@ func headings(doc string) []string {
 	return out
 }
 
+// nfpmConfig is the .deb's nfpm configuration as `make package` gives it to nfpm:
+// packaging/nfpm.yaml, or what packaging/nfpm-config.sh makes of it where that script adds
+// entries (the documents, one by one).
+func nfpmConfig(t *testing.T) []byte {
+	t.Helper()
+	script := testenv.RepoPath("packaging", "nfpm-config.sh")
+	if _, err := os.Stat(script); err != nil {
+		return []byte(read(t, "packaging/nfpm.yaml"))
+	}
+	out, err := exec.Command("sh", script, "deb", "dist/.stage").Output()
+	if err != nil {
+		t.Fatalf("%s deb: %v", script, err)
+	}
+	return out
+}
+
 var bulletLabel = regexp.MustCompile(`^- ([A-Z][A-Za-z ]+):`)
 
 // TestPackagedDocumentsLinkWhereThePackageInstallsThem: the package installs README.md and
@@ -70,7 +88,7 @@ func TestPackagedDocumentsLinkWhereThePackageInstallsThem(t *testing.T) {
 	var nfpm struct {
 		Contents []struct{ Src, Dst string }
 	}
-	if err := yaml.Unmarshal([]byte(read(t, "packaging/nfpm.yaml")), &nfpm); err != nil {
+	if err := yaml.Unmarshal(nfpmConfig(t), &nfpm); err != nil {
 		t.Fatal(err)
 	}
 	// installed maps a file of the repository to where the package puts it.
