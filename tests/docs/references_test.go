@@ -14,14 +14,14 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
-// TestCommentsPointAtSectionsThatExist: the Makefile's and the chart's values files' comments
-// send a reader to `README's "Heading"`, `README.md ("Heading")` or `docs/x.md's "Heading"`:
+// TestCommentsPointAtSectionsThatExist: the Makefile's, the chart's (values files, README,
+// NOTES) and the example configuration's comments send a reader to `README's "Heading"`, `README.md ("Heading")` or `docs/x.md's "Heading"`:
 // each heading exists (they named a README "Releases" and sections of a README that had
 // moved).
 func TestCommentsPointAtSectionsThatExist(t *testing.T) {
 	ref := regexp.MustCompile(`(README|docs/[a-z]+\.md)(?:\.md)?(?:'s|,)? \(?"([^"]+)"`)
 	n := 0
-	for _, file := range []string{"Makefile", "charts/diskprobe-exporter/values.yaml", "charts/diskprobe-exporter/values-etcd.yaml"} {
+	for _, file := range []string{"Makefile", "charts/diskprobe-exporter/values.yaml", "charts/diskprobe-exporter/values-etcd.yaml", "charts/diskprobe-exporter/README.md", "charts/diskprobe-exporter/templates/NOTES.txt", "examples/diskprobe.yml"} {
 		for _, m := range ref.FindAllStringSubmatch(read(t, file), -1) {
 			doc := m[1]
 			if doc == "README" {
