@@ -192,3 +192,29 @@ func TestMeasuredFiguresHaveOneSource(t *testing.T) {
 		}
 	}
 }
+
+// TestKubernetesValuesTableHasARowPerTopLevelValue: every top-level key of the chart's
+// values.yaml is in the first column of docs/kubernetes.md's Values table, and every key
+// there is a top-level value: `imagePullSecrets` stood in the `image` row, read as
+// image.imagePullSecrets, which the chart does not take.
+func TestKubernetesValuesTableHasARowPerTopLevelValue(t *testing.T) {
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(read(t, "charts/diskprobe-exporter/values.yaml")), &values); err != nil {
+		t.Fatal(err)
+	}
+	doc := read(t, "docs/kubernetes.md")
+	listed := map[string]bool{}
+	for _, row := range tableRows(section(t, doc, "docs/kubernetes.md", "## Values")) {
+		for _, m := range regexp.MustCompile("`([A-Za-z]+)`").FindAllStringSubmatch(row[0], -1) {
+			listed[m[1]] = true
+			if _, ok := values[m[1]]; !ok {
+				t.Errorf("docs/kubernetes.md's Values table has a row for %s, which is no top-level value of values.yaml", m[1])
+			}
+		}
+	}
+	for k := range values {
+		if !listed[k] {
+			t.Errorf("values.yaml's %s has no row of its own in docs/kubernetes.md's Values table", k)
+		}
+	}
+}
