@@ -218,3 +218,30 @@ func TestKubernetesValuesTableHasARowPerTopLevelValue(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentedDockerBuildTagsAndStampsTheImage: a `docker build` the documents give names
+// the image (-t) and passes every build argument of Containerfile (the version and revision
+// its labels carry); without them the image has no name and says version 0.0.0.
+func TestDocumentedDockerBuildTagsAndStampsTheImage(t *testing.T) {
+	var args []string
+	for _, m := range regexp.MustCompile(`(?m)^ARG (\w+)`).FindAllStringSubmatch(read(t, "Containerfile"), -1) {
+		args = append(args, m[1])
+	}
+	n := 0
+	for name, doc := range documents(t) {
+		for _, l := range commandLines(doc, "docker build") {
+			n++
+			if !regexp.MustCompile(`\s-t\s`).MatchString(l) {
+				t.Errorf("%s: `%s` does not name the image (-t)", name, l)
+			}
+			for _, a := range args {
+				if !strings.Contains(l, "--build-arg "+a+"=") {
+					t.Errorf("%s: `%s` does not pass --build-arg %s=, which Containerfile takes", name, l, a)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no document gives a docker build command; the test reads none")
+	}
+}
