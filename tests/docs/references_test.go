@@ -245,3 +245,54 @@ func TestDocumentedDockerBuildTagsAndStampsTheImage(t *testing.T) {
 		t.Error("no document gives a docker build command; the test reads none")
 	}
 }
+
+// TestDocumentedPackageInstallsNameAFileThatIsThere: `apt install ./…` and `dnf install ./…`
+// in the documents install a package from where it is: dist/ (make package writes there), or
+// the file the same block downloads. docs/install.md installed ./diskprobe-exporter_….deb
+// right after `make package`, which is not there.
+func TestDocumentedPackageInstallsNameAFileThatIsThere(t *testing.T) {
+	install := regexp.MustCompile(`(?:apt|dnf|apt-get|yum) install (?:-y )?\./(\S+)`)
+	n := 0
+	for name, doc := range documents(t) {
+		for _, b := range codeBlocks(doc, "", "sh") {
+			for _, m := range install.FindAllStringSubmatch(b, -1) {
+				n++
+				file := m[1]
+				if strings.HasPrefix(file, "dist/") {
+					continue
+				}
+				if !regexp.MustCompile(`curl [^\n]*/` + regexp.QuoteMeta(file) + `\b`).MatchString(b) {
+					t.Errorf("%s installs ./%s, which neither make package (dist/) nor the block's download puts there", name, file)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no document installs a package; the test reads none")
+	}
+}
+
+// TestFstabEditsAreFollowedByDaemonReload: a documented edit of /etc/fstab is followed, in
+// its block, by `systemctl daemon-reload` before the mount: systemd generates mount units
+// from fstab, and mount(8) warns while it still uses the old version.
+func TestFstabEditsAreFollowedByDaemonReload(t *testing.T) {
+	n := 0
+	for name, doc := range documents(t) {
+		for _, b := range codeBlocks(doc, "", "sh") {
+			i := strings.Index(b, "/etc/fstab")
+			if i < 0 {
+				continue
+			}
+			n++
+			rest := b[i:]
+			reload := strings.Index(rest, "systemctl daemon-reload")
+			mount := regexp.MustCompile(`(?m)\bmount /`).FindStringIndex(rest)
+			if reload < 0 || mount != nil && mount[0] < reload {
+				t.Errorf("%s edits /etc/fstab without systemctl daemon-reload before the mount:\n%s", name, b)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no document edits /etc/fstab; the test reads none")
+	}
+}
