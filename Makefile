@@ -1,4 +1,4 @@
-# diskprobe_exporter — see README.md and docs/development.md. `make run` and `make test` are all a new machine needs.
+# diskprobe_exporter — see README.md ("Working on the code") and docs/development.md. `make run` and `make test` are all a new machine needs.
 
 GO          ?= go
 BINARY      := diskprobe_exporter

@@ -366,9 +366,27 @@ func TestCheckLeavesNothingBehindAfterCtrlC(t *testing.T) {
 }
 
 // An I/O stuck in the kernel (here a frozen filesystem) cannot be cancelled: Ctrl-C must
-// still end the command in bounded time, exit 2, and name what it could not remove.
+// still end the command in bounded time, exit 2, and name what it could not remove: in
+// PATH, or with --probe-dir in the probe directory (PATH, etcd's data directory, holds
+// nothing of the check's).
 func TestCheckInterruptedWhileFilesystemFrozenExitsAndSaysWhatIsLeft(t *testing.T) {
-	_, dir := testenv.LoopExt4(t, 256<<20)
+	t.Run("in PATH", func(t *testing.T) { checkInterruptedWhileFrozen(t, false) })
+	t.Run("with --probe-dir", func(t *testing.T) { checkInterruptedWhileFrozen(t, true) })
+}
+
+func checkInterruptedWhileFrozen(t *testing.T, withProbeDir bool) {
+	_, fs := testenv.LoopExt4(t, 256<<20)
+	path, dir := fs, fs // what check measures, where its files go
+	args := []string{"check", "--size=100MiB"}
+	if withProbeDir {
+		path, dir = filepath.Join(fs, "etcd"), filepath.Join(fs, "diskprobe-etcd")
+		for _, d := range []string{path, dir} {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args = append(args, "--probe-dir="+dir)
+	}
 	logs := t.TempDir()
 	stdout, err := os.Create(filepath.Join(logs, "stdout"))
 	if err != nil {
@@ -380,7 +398,7 @@ func TestCheckInterruptedWhileFilesystemFrozenExitsAndSaysWhatIsLeft(t *testing.
 	}
 	// Files, not pipes: the process cannot be reaped until the stuck I/O returns, and the
 	// test must read what it said before thawing.
-	cmd := exec.Command(testenv.Binary(t), "check", "--size=100MiB", dir)
+	cmd := exec.Command(testenv.Binary(t), append(args, path)...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -400,7 +418,7 @@ func TestCheckInterruptedWhileFilesystemFrozenExitsAndSaysWhatIsLeft(t *testing.
 		found, _ := filepath.Glob(filepath.Join(dir, check.ScratchPrefix+"*", ".diskprobe", "fsync.probe"))
 		return len(found) == 1
 	})
-	thaw = testenv.Freeze(t, dir)
+	thaw = testenv.Freeze(t, fs)
 	time.Sleep(time.Second) // the next write blocks on the frozen filesystem
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGINT)
@@ -410,7 +428,10 @@ func TestCheckInterruptedWhileFilesystemFrozenExitsAndSaysWhatIsLeft(t *testing.
 	})
 	t.Logf("gave up %v after SIGINT: %s", time.Since(start).Round(100*time.Millisecond), said())
 	if !strings.Contains(said(), dir+"/"+check.ScratchPrefix+"*") {
-		t.Errorf("the message does not name what may be left: %s", said())
+		t.Errorf("the message does not name what may be left (%s/%s*): %s", dir, check.ScratchPrefix, said())
+	}
+	if withProbeDir && strings.Contains(said(), path+"/") {
+		t.Errorf("the message sends the user into %s, which holds nothing of the check's: %s", path, said())
 	}
 	thaw()
 	select {

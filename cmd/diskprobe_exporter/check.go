@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -172,9 +173,9 @@ func (c *checkCommand) run(paths device.Paths) int {
 		case <-time.After(stuckGrace):
 			// An I/O stuck in the kernel (a frozen filesystem, a dying disk) cannot be
 			// cancelled; say what is left rather than hang.
-			return fail(fmt.Errorf("interrupted by %s, but an I/O is still stuck in the kernel %s later; %s/%s* could not be removed yet", sigName(sig), stuckGrace, opts.Path, check.ScratchPrefix))
+			return fail(fmt.Errorf("interrupted by %s, but an I/O is still stuck in the kernel %s later; %s could not be removed yet", sigName(sig), stuckGrace, scratchGlob(opts)))
 		case sig = <-signals:
-			return fail(fmt.Errorf("interrupted twice (%s) while an I/O is still in the kernel; %s/%s* may be left behind", sigName(sig), opts.Path, check.ScratchPrefix))
+			return fail(fmt.Errorf("interrupted twice (%s) while an I/O is still in the kernel; %s may be left behind", sigName(sig), scratchGlob(opts)))
 		}
 	}
 	if o.err != nil {
@@ -189,6 +190,16 @@ func (c *checkCommand) run(paths device.Paths) int {
 		return fail(err)
 	}
 	return o.rep.ExitCode()
+}
+
+// scratchGlob names the scratch directories a run of opts creates: in the probe directory
+// when one is given (PATH is then only stat'ed), else in PATH.
+func scratchGlob(opts check.Options) string {
+	dir := opts.Path
+	if opts.ProbeDir != "" {
+		dir = opts.ProbeDir
+	}
+	return filepath.Join(dir, check.ScratchPrefix) + "*"
 }
 
 // profileRun is the run of the chosen profile, its flags parsed.

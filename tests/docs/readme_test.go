@@ -38,6 +38,24 @@ func commandLines(doc, prefix string) []string {
 		texts = append(texts, strings.Split(b, "\n")...)
 	}
 	texts = append(texts, codeSpans(doc)...)
+	return matchCommands(texts, prefix)
+}
+
+// transcriptCommands are the commands of doc's console blocks (a session shown with its
+// output: the lines after "$ "), from prefix on. They are shown, not run.
+func transcriptCommands(doc, prefix string) []string {
+	var texts []string
+	for _, b := range codeBlocks(doc, "console") {
+		for _, l := range strings.Split(b, "\n") {
+			if strings.HasPrefix(l, "$ ") {
+				texts = append(texts, l)
+			}
+		}
+	}
+	return matchCommands(texts, prefix)
+}
+
+func matchCommands(texts []string, prefix string) []string {
 	re := regexp.MustCompile(`(?:^|[\s(;&|])(?:\./|sudo |sudo -u \w+ )?` + regexp.QuoteMeta(prefix) + `\b[^\n#|;&` + "`" + `]*`)
 	var out []string
 	for _, l := range texts {
@@ -75,25 +93,9 @@ var flagRE = regexp.MustCompile(`(?:^|\s)(--(?:\[no-\])?[a-z][a-z0-9.-]*)`)
 // README.md is one that command's --help lists, and the port the README curls is the
 // default listen address.
 func TestFlagsTheReadmeUsesAreTheBinarys(t *testing.T) {
-	bin := testenv.Binary(t)
-	help := map[string]string{}
-	helpOf := func(cmd string) string {
-		if h, ok := help[cmd]; ok {
-			return h
-		}
-		args := []string{"--help"}
-		if cmd != "serve" {
-			args = []string{cmd, "--help"}
-		}
-		out, err := exec.Command(bin, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
-		}
-		help[cmd] = string(out)
-		return help[cmd]
-	}
+	helpOf := helpReader(t)
 	readme := read(t, "README.md")
-	lines := commandLines(readme, "diskprobe_exporter")
+	lines := append(commandLines(readme, "diskprobe_exporter"), transcriptCommands(readme, "diskprobe_exporter")...)
 	if len(lines) == 0 {
 		t.Fatal("README.md shows no diskprobe_exporter command")
 	}
@@ -127,6 +129,28 @@ func TestFlagsTheReadmeUsesAreTheBinarys(t *testing.T) {
 		if m[1] != def[1] {
 			t.Errorf("README.md reaches localhost:%s; the default listen address is :%s", m[1], def[1])
 		}
+	}
+}
+
+// helpReader returns the --help of a diskprobe_exporter command ("serve", "check",
+// "cleanup"), run once each.
+func helpReader(t *testing.T) func(cmd string) string {
+	bin := testenv.Binary(t)
+	help := map[string]string{}
+	return func(cmd string) string {
+		if h, ok := help[cmd]; ok {
+			return h
+		}
+		args := []string{"--help"}
+		if cmd != "serve" {
+			args = []string{cmd, "--help"}
+		}
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+		}
+		help[cmd] = string(out)
+		return help[cmd]
 	}
 }
 
@@ -198,6 +222,9 @@ func TestConfigSnippetsInTheReadmeParse(t *testing.T) {
 
 var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
+// repoBlob is where this repository's files are read on the forge.
+const repoBlob = "https://github.com/diskprobe/diskprobe_exporter/blob/main/"
+
 // TestLinksBetweenTheDocsResolve: every relative link of README.md and docs/ names a file of
 // the repository, and its #anchor a heading of that file, as GitHub makes them.
 func TestLinksBetweenTheDocsResolve(t *testing.T) {
@@ -205,12 +232,17 @@ func TestLinksBetweenTheDocsResolve(t *testing.T) {
 	for name, doc := range docs {
 		for _, m := range linkRE.FindAllStringSubmatch(doc, -1) {
 			target := m[1]
-			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
-				continue
-			}
 			file, anchor, _ := strings.Cut(target, "#")
 			path := name
-			if file != "" {
+			switch {
+			case strings.HasPrefix(file, repoBlob):
+				// A link into this repository's main branch (the packaged documents use
+				// them, see TestPackagedDocumentsLinkWhereThePackageInstallsThem) names a
+				// file of this checkout.
+				path = strings.TrimPrefix(file, repoBlob)
+			case strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:"):
+				continue
+			case file != "":
 				path = filepath.Clean(filepath.Join(filepath.Dir(name), file))
 			}
 			data, err := os.ReadFile(testenv.RepoPath(path))
@@ -287,6 +319,39 @@ func TestTheReadmesCheckCommandRuns(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^(PASS|FAIL)  fdatasync p99`).Match(out) {
 		t.Errorf("README.md's `%s` printed no verdict:\n%s", first, out)
+	}
+
+	// The verdict the README shows on its first screen is the report as check prints it
+	// now: each line of it, up to its first figure (or its label), begins a line of this
+	// run's report (PASS and FAIL alike; WARN lines depend on the disk).
+	shown := ""
+	for _, b := range codeBlocks(read(t, "README.md"), "console") {
+		if regexp.MustCompile(`^\$ (sudo )?(\./)?diskprobe_exporter check `).MatchString(b) {
+			shown = b
+			break
+		}
+	}
+	if shown == "" {
+		t.Fatal("README.md shows no check verdict (a console block running diskprobe_exporter check)")
+	}
+	got := regexp.MustCompile(`(?m)^FAIL `).ReplaceAllString(string(out), "PASS ")
+	for _, l := range strings.Split(shown, "\n")[1:] {
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "WARN") {
+			continue
+		}
+		head := l
+		if i := strings.IndexAny(l, "0123456789"); i >= 0 {
+			head = l[:i]
+		}
+		if m := regexp.MustCompile(`^[a-z]+:`).FindString(l); m != "" {
+			head = m // "path:", "device:": what follows is this machine's
+		}
+		if head = strings.TrimRight(head, " "); head == "" {
+			continue
+		}
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(head)).MatchString(got) {
+			t.Errorf("README.md's verdict shows a line %q that check no longer prints:\n%s", l, out)
+		}
 	}
 }
 
