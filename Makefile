@@ -142,9 +142,13 @@ package:
 	  for f in alerts/*.yml; do \
 	    case "$$f" in *test*) continue ;; esac; \
 	    if [ -f "$$f" ]; then install -m 0644 "$$f" $(PACKAGE_STAGE)/share/alerts/; fi; done; \
+	  packaging/changelog.sh deb '$(PACKAGE_VERSION)-1' > $(PACKAGE_STAGE)/changelog.Debian; \
+	  gzip -9n $(PACKAGE_STAGE)/changelog.Debian; \
+	  packaging/changelog.sh rpm '$(PACKAGE_VERSION)-1' > $(PACKAGE_STAGE)/changelog.yml; \
 	  for p in deb rpm; do \
+	    packaging/nfpm-config.sh $$p $(PACKAGE_STAGE) > $(PACKAGE_STAGE)/nfpm-$$p.yaml; \
 	    GOARCH=$$($(GO) env GOARCH) PACKAGE_VERSION='$(PACKAGE_VERSION)' \
-	      $(NFPM) package --config packaging/nfpm.yaml --packager $$p --target $(DIST)/; \
+	      $(NFPM) package --config $(PACKAGE_STAGE)/nfpm-$$p.yaml --packager $$p --target $(DIST)/; \
 	  done
 
 # The container image as an OCI archive in $(DIST)/, built from Containerfile with no
