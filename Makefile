@@ -40,7 +40,7 @@ run: build
 # per machine, reused by every clone. The tests then fail, not skip, when one is missing.
 test-deps:
 	@scripts/ensure-deps.sh
-	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator kube-router >/dev/null; fi
+	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator kube-router debian-root >/dev/null; fi
 TOOLS_REQUIRED := $(shell [ "$$(id -u)" -eq 0 ] && echo 1)
 
 # Two modules: the daemon's at the top (its packages and their unit tests) and tests/ (the
