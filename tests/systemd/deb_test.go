@@ -351,3 +351,94 @@ func onlyFile(t *testing.T, dir, pattern string) string {
 	}
 	return m[0]
 }
+
+// TestRPMScriptletsOnRealSystemd: no RPM-based root can be made here (no Fedora or RHEL
+// mirror is reachable; Debian has no rpm-based bootstrap of its own), so this runs what of
+// the .rpm a Debian guest can: its payload unpacked into the guest, and its scriptlets run
+// with rpm's arguments, as rpm would run them on a systemd host — %post 1 (user, state
+// directory, enabled and started), %postun 1 (the upgrade's restart), %preun 0 then %postun 0
+// (stopped, disabled, state and probe files gone). rpm's own database and dependency checks
+// are what it does not cover.
+func TestRPMScriptletsOnRealSystemd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		need(t, "needs root: boots a Debian system with systemd-nspawn (run make test as root)")
+	}
+	for _, c := range []string{"systemd-nspawn", "nsenter", "curl", "make", "rpm", "rpm2cpio", "cpio"} {
+		if _, err := exec.LookPath(c); err != nil {
+			need(t, "%s not found: install the test dependencies with scripts/ensure-deps.sh (make test does)", c)
+		}
+	}
+	cached := framework.ToolDir(t, "debian-root")
+	root := testenv.RepoPath()
+	dist := t.TempDir()
+	run(t, root, "make", "package", "DIST="+dist)
+	rpmFile := onlyFile(t, dist, "*.rpm")
+	scripts := map[string]string{}
+	for _, s := range []struct{ name, tag string }{{"post", "POSTIN"}, {"preun", "PREUN"}, {"postun", "POSTUN"}} {
+		body := run(t, root, "rpm", "-qp", "--qf", "%{"+s.tag+"}", rpmFile)
+		if !strings.HasPrefix(body, "#!/bin/sh") {
+			t.Fatalf("the rpm's %%%s is not the shell script it should be:\n%s", s.name, body)
+		}
+		scripts[s.name] = body
+	}
+	files := strings.Fields(run(t, root, "rpm", "-qlp", rpmFile))
+
+	g := boot(t, cached)
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(g.dir, "root", name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The payload, as rpm -i would unpack it (nfpm's names are absolute: keep them inside).
+	unpack := exec.Command("sh", "-c", "rpm2cpio \"$1\" | cpio -idmu --no-absolute-filenames --quiet", "sh", rpmFile)
+	unpack.Dir = g.dir
+	if out, err := unpack.CombinedOutput(); err != nil {
+		t.Fatalf("unpack %s: %v\n%s", rpmFile, err, out)
+	}
+
+	// %post 1: a fresh install.
+	t.Logf("%%post 1:\n%s", g.sh("/root/post 1"))
+	waitActive(t, g)
+	if g.show("UnitFileState") != "enabled" {
+		t.Errorf("after %%post 1 the unit is %s, want enabled", g.show("UnitFileState"))
+	}
+	if pw := g.sh("getent passwd diskprobe"); !strings.Contains(pw, ":/var/lib/diskprobe_exporter:") {
+		t.Errorf("%%post made the user %q", pw)
+	}
+	waitFor(t, "samples of the default target (rpm)", 2*time.Minute, func() (bool, string) {
+		m, err := g.get(metrics)
+		return err == nil && sample(m, `diskprobe_fdatasync_duration_seconds_count{target="varlib"}`) > 0, m
+	})
+
+	// %postun 1: the old package's, after an upgrade's %post 2: the service restarts.
+	pid := g.mainPID()
+	g.sh("/root/post 2 && /root/postun 1")
+	waitActive(t, g)
+	if g.mainPID() == pid {
+		t.Errorf("%%postun 1 (upgrade) did not restart the service (main PID still %d)", pid)
+	}
+
+	// Erase: %preun 0, the files go, %postun 0.
+	g.sh("/root/preun 0")
+	if st := g.show("ActiveState"); st != "inactive" {
+		t.Errorf("after %%preun 0 the unit is %s, want inactive", st)
+	}
+	// Disabled on disk (--no-reload, as %systemd_preun: the manager sees it at %postun's reload).
+	if out := g.sh("find /etc/systemd/system -name 'diskprobe_exporter.*'"); strings.TrimSpace(out) != "" {
+		t.Errorf("after %%preun 0 the unit is still enabled:\n%s", out)
+	}
+	var regular []string
+	for _, f := range files {
+		if st, err := os.Lstat(filepath.Join(g.dir, f)); err == nil && !st.IsDir() {
+			regular = append(regular, f)
+		}
+	}
+	g.sh("rm -f " + strings.Join(regular, " "))
+	g.sh("/root/postun 0")
+	if out := g.sh("ls -d /var/lib/diskprobe_exporter 2>/dev/null || true"); strings.TrimSpace(out) != "" {
+		t.Errorf("%%postun 0 left /var/lib/diskprobe_exporter")
+	}
+	if out := g.sh("find /etc/systemd -name '*diskprobe*'"); strings.TrimSpace(out) != "" {
+		t.Errorf("erase left systemd links:\n%s", out)
+	}
+}
