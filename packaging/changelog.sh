@@ -6,7 +6,7 @@
 #
 # The first section (## [Unreleased], or the release being built) becomes the entry of
 # VERSION-RELEASE, dated with the commit date (SOURCE_DATE_EPOCH if set; the same commit gives
-# the same bytes); each older "## [X.Y.Z] - YYYY-MM-DD" section becomes the entry of X.Y.Z-1 on
+# the same bytes), unless the next section is VERSION-RELEASE's own; each older "## [X.Y.Z] - YYYY-MM-DD" section becomes the entry of X.Y.Z-1 on
 # that date. Each "- " item of a section is one change, its Markdown links reduced to their
 # text, wrapped at 78 columns (lintian: debian-changelog-line-too-long). The rest of
 # CHANGELOG.md (prose, link references) is left out.
@@ -76,9 +76,11 @@ function wrap(text, first, rest, width,    words, nw, i, line, out) {
 END {
 	flush_item()
 	if (n_entries == 0) { print "changelog.sh: no ## section in CHANGELOG.md" > "/dev/stderr"; exit 1 }
-	for (e = 1; e <= n_entries; e++) {
+	# Building a release whose section follows an (empty) [Unreleased]: that section is the entry.
+	first = (n_entries >= 2 && ver[2] == version) ? 2 : 1
+	for (e = first; e <= n_entries; e++) {
 		if (format == "deb") {
-			printf "%s%s (%s) unstable; urgency=medium\n\n", (e > 1 ? "\n" : ""), name, ver[e]
+			printf "%s%s (%s) unstable; urgency=medium\n\n", (e > first ? "\n" : ""), name, ver[e]
 			for (i = 1; i <= n_items[e]; i++) print wrap(items[e, i], "  * ", "    ", 78)
 			if (n_items[e] == 0) print "  * No changes listed."
 			printf "\n -- %s  %s\n", maintainer, rfc2822(date[e])
