@@ -36,7 +36,8 @@ run: build
 	  echo "diskprobe_exporter: metrics at http://localhost:$$port/metrics (Ctrl-C to stop)"
 	./$(BINARY) --config.file=examples/diskprobe.yml --web.listen-address=$(LISTEN)
 
-# As root, also the pinned tools the tests run beside Debian's (scripts/tools.sh): built once
+# As root, also the pinned tools the tests run beside Debian's and the Debian root tests/systemd
+# boots (scripts/tools.sh): built once
 # per machine, reused by every clone. The tests then fail, not skip, when one is missing.
 test-deps:
 	@scripts/ensure-deps.sh
