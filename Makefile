@@ -37,8 +37,8 @@ run: build
 	./$(BINARY) --config.file=examples/diskprobe.yml --web.listen-address=$(LISTEN)
 
 # As root, also the pinned tools the tests run beside Debian's and the Debian root tests/systemd
-# boots (scripts/tools.sh): built once
-# per machine, reused by every clone. The tests then fail, not skip, when one is missing.
+# boots (scripts/tools.sh): built once per machine, reused by every clone. The tests then fail,
+# not skip, when one is missing.
 test-deps:
 	@scripts/ensure-deps.sh
 	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator kube-router debian-root >/dev/null; fi
