@@ -39,11 +39,12 @@ run: build
 	  echo "diskprobe_exporter: metrics at http://localhost:$$port/metrics (Ctrl-C to stop)"
 	./$(BINARY) --config.file=examples/diskprobe.yml --web.listen-address=$(LISTEN)
 
-# As root, also the pinned tools the tests run beside Debian's (scripts/tools.sh): built once
-# per machine, reused by every clone. The tests then fail, not skip, when one is missing.
+# As root, also the pinned tools the tests run beside Debian's and the Debian root tests/systemd
+# boots (scripts/tools.sh): built once per machine, reused by every clone. The tests then fail,
+# not skip, when one is missing.
 test-deps:
 	@scripts/ensure-deps.sh
-	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator kube-router >/dev/null; fi
+	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator kube-router debian-root >/dev/null; fi
 TOOLS_REQUIRED := $(shell [ "$$(id -u)" -eq 0 ] && echo 1)
 
 # Two modules: the daemon's at the top (its packages and their unit tests) and tests/ (the
@@ -151,9 +152,13 @@ package:
 	  for f in alerts/*.yml; do \
 	    case "$$f" in *test*) continue ;; esac; \
 	    if [ -f "$$f" ]; then install -m 0644 "$$f" $(PACKAGE_STAGE)/share/alerts/; fi; done; \
+	  packaging/changelog.sh deb '$(PACKAGE_VERSION)-1' > $(PACKAGE_STAGE)/changelog.Debian; \
+	  gzip -9n $(PACKAGE_STAGE)/changelog.Debian; \
+	  packaging/changelog.sh rpm '$(PACKAGE_VERSION)-1' > $(PACKAGE_STAGE)/changelog.yml; \
 	  for p in deb rpm; do \
+	    packaging/nfpm-config.sh $$p $(PACKAGE_STAGE) > $(PACKAGE_STAGE)/nfpm-$$p.yaml; \
 	    GOARCH=$$($(GO) env GOARCH) PACKAGE_VERSION='$(PACKAGE_VERSION)' \
-	      $(NFPM) package --config packaging/nfpm.yaml --packager $$p --target $(DIST)/; \
+	      $(NFPM) package --config $(PACKAGE_STAGE)/nfpm-$$p.yaml --packager $$p --target $(DIST)/; \
 	  done
 
 # The container image as an OCI archive in $(DIST)/, built from Containerfile with no

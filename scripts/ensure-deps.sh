@@ -19,6 +19,13 @@ declare -A need=(
   [setpriv]=util-linux
   [systemd-analyze]=systemd
   [dpkg-deb]=dpkg
+  # The distributions' linters on the packages (tests/packaging); rpmlint unpacks with cpio.
+  [lintian]=lintian
+  [rpmlint]=rpmlint
+  [cpio]=cpio
+  # The real-systemd tier (tests/systemd): a Debian root booted with systemd-nspawn.
+  [debootstrap]=debootstrap
+  [systemd-nspawn]=systemd-container
   [etcd]=etcd-server
   [etcdctl]=etcd-client
   [podman]=podman

@@ -8,7 +8,10 @@
 #   scripts/tools.sh --cached TOOL  print the bin directory only if it is built (exit 3 if not)
 #
 # TOOL is k8s, prometheus-operator, prometheus, kube-router or all; prometheus-operator-crds
-# prints the directory holding the operator's CRDs. The cache lives outside the clone, one directory per
+# prints the directory holding the operator's CRDs. debian-root (not in all) prints the root
+# directory of a Debian 12 minbase system with systemd, made by debootstrap (as root) from the
+# machine's own apt source, that tests/systemd copies and boots with systemd-nspawn; it is
+# cached as debian-bookworm-<hash of suite, variant, packages and mirror>/root. The cache lives outside the clone, one directory per
 # tool and version, so every clone on the machine shares it:
 #
 #   ${DISKPROBE_TOOLS_CACHE:-/var/cache/diskprobe-tools}/<tool>-<version>/bin
@@ -227,6 +230,77 @@ build_kube_router() {
   echo "module: $mod $ver" >"$stage/BUILDINFO"
 }
 
+# The Debian release, variant and packages of the debian-root tool; the mirror is the machine's
+# own (DISKPROBE_DEBIAN_MIRROR overrides it).
+DEBIAN_SUITE=bookworm
+DEBIAN_INCLUDE=systemd,systemd-sysv,dbus
+
+# debian_mirror: the first URI the machine's apt sources give for $DEBIAN_SUITE (one-line and
+# deb822 formats), or deb.debian.org.
+debian_mirror() {
+  if [ -n "${DISKPROBE_DEBIAN_MIRROR:-}" ]; then echo "$DISKPROBE_DEBIAN_MIRROR"; return; fi
+  local f m=''
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    m=$(awk -v suite="$DEBIAN_SUITE" '
+      /^[[:space:]]*deb[[:space:]]/ { i = 2; if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+        if ($(i + 1) == suite) { print $i; exit } }
+      /^URIs:/ { uri = $2 }
+      /^Suites:/ { for (j = 2; j <= NF; j++) if ($j == suite && uri != "") { print uri; exit } }
+      /^[[:space:]]*$/ { uri = "" }' "$f")
+    [ -z "$m" ] || break
+  done
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+# ensure_debian_root: sets dir to the cached Debian root's entry, running debootstrap into a
+# staging directory beside it (under the same kind of lock as ensure) when it is missing.
+ensure_debian_root() {
+  local mirror key final stage start
+  mirror=$(debian_mirror)
+  key=$(printf '%s minbase %s %s %s\n' "$DEBIAN_SUITE" "$DEBIAN_INCLUDE" "$mirror" "$(dpkg --print-architecture 2>/dev/null || uname -m)" |
+    sha256sum | cut -c1-12)
+  final="$CACHE/debian-$DEBIAN_SUITE-$key"
+  if [ ! -d "$final/root" ]; then
+    if [ "$cached_only" = 1 ]; then
+      log "the Debian $DEBIAN_SUITE root is not made yet (run scripts/tools.sh debian-root as root)"
+      exit 3
+    fi
+    [ "$(id -u)" -eq 0 ] || die "debootstrap needs root"
+    command -v debootstrap >/dev/null || die "debootstrap not found (scripts/ensure-deps.sh installs it)"
+    mkdir -p "$CACHE"
+    exec 9>"$CACHE/.debian-$DEBIAN_SUITE-$key.lock"
+    if ! flock -n 9; then
+      log "another run is making the Debian root; waiting for it"
+      flock 9
+    fi
+    if [ ! -d "$final/root" ]; then
+      rm -rf "$CACHE/.debian-$DEBIAN_SUITE-$key.building."*
+      stage=$(mktemp -d "$CACHE/.debian-$DEBIAN_SUITE-$key.building.XXXXXX")
+      temps+=("$stage")
+      start=$(date +%s)
+      log "debootstrap --variant=minbase --include=$DEBIAN_INCLUDE $DEBIAN_SUITE from $mirror into $final (first time on this machine; minutes)"
+      nice -n 19 debootstrap --variant=minbase --include="$DEBIAN_INCLUDE" "$DEBIAN_SUITE" "$stage/root" "$mirror" >"$stage/debootstrap.log" 2>&1 || {
+        tail -n 30 "$stage/debootstrap.log" >&2
+        die "debootstrap failed (log above)"
+      }
+      # No package lists or downloaded .debs: the root is copied for every test run.
+      rm -rf "$stage/root/var/cache/apt/archives/"*.deb "$stage/root/var/lib/apt/lists/"*_Packages
+      [ -x "$stage/root/lib/systemd/systemd" ] || die "debootstrap made no /lib/systemd/systemd"
+      {
+        echo "debootstrap --variant=minbase --include=$DEBIAN_INCLUDE $DEBIAN_SUITE $mirror"
+        echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
+        echo "systemd: $(chroot "$stage/root" dpkg-query -W -f '${Version}' systemd)"
+      } >"$stage/BUILDINFO"
+      chmod 0755 "$stage"
+      mv -T "$stage" "$final"
+      log "Debian $DEBIAN_SUITE root cached in $final ($(du -sh "$final" | cut -f1))"
+    fi
+    exec 9>&-
+  fi
+  dir=$final
+}
+
 export GOWORK=off
 cached_only=0
 [ "${1-}" = --cached ] && { cached_only=1; shift; }
@@ -235,7 +309,7 @@ tools=()
 for tool in "$@"; do
   case $tool in
   all) tools+=(k8s prometheus-operator prometheus kube-router) ;;
-  k8s | kubernetes | prometheus-operator | prometheus-operator-crds | prometheus | kube-router) tools+=("$tool") ;;
+  k8s | kubernetes | prometheus-operator | prometheus-operator-crds | prometheus | kube-router | debian-root) tools+=("$tool") ;;
   *) usage ;;
   esac
 done
@@ -247,5 +321,6 @@ for tool in "${tools[@]}"; do
   prometheus-operator-crds) ensure prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" build_prometheus_operator; echo "$dir/crds" ;;
   prometheus) ensure prometheus "$PROMETHEUS_VERSION" build_prometheus; echo "$dir/bin" ;;
   kube-router) ensure kube-router "$KUBE_ROUTER_VERSION" build_kube_router; echo "$dir/bin" ;;
+  debian-root) ensure_debian_root; echo "$dir/root" ;;
   esac
 done

@@ -58,13 +58,16 @@ func checkManPageSections(t *testing.T, root string, page []byte) {
 		}
 	}
 
-	nfpm, err := os.ReadFile(filepath.Join(root, "packaging", "nfpm.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"/etc/diskprobe_exporter/diskprobe.yml", "/etc/default/diskprobe_exporter", "/usr/share/diskprobe_exporter", "/usr/share/doc/diskprobe-exporter/"} {
-		if !strings.Contains(string(nfpm), "dst: "+f) {
-			t.Errorf("man page FILES names %s, which packaging/nfpm.yaml does not install", f)
+	// What nfpm is given: packaging/nfpm.yaml with the documentation packaging/nfpm-config.sh adds.
+	for _, format := range []string{"deb", "rpm"} {
+		nfpm, err := exec.Command("sh", filepath.Join(root, "packaging", "nfpm-config.sh"), format, "dist/.stage").Output()
+		if err != nil {
+			t.Fatalf("packaging/nfpm-config.sh %s: %v", format, err)
+		}
+		for _, f := range []string{"/etc/diskprobe_exporter/diskprobe.yml", "/etc/default/diskprobe_exporter", "/usr/share/diskprobe_exporter", "/usr/share/doc/diskprobe-exporter/"} {
+			if !strings.Contains(string(nfpm), "dst: "+f) {
+				t.Errorf("man page FILES names %s, which the %s package (packaging/nfpm-config.sh %s) does not install", f, format, format)
+			}
 		}
 	}
 	for _, f := range []string{"/etc/diskprobe_exporter/diskprobe.yml", "/etc/default/diskprobe_exporter", "/usr/share/diskprobe_exporter/alerts/", "/usr/share/diskprobe_exporter/dashboards/", "/usr/share/doc/diskprobe-exporter/"} {

@@ -44,6 +44,7 @@ type packagedFile struct {
 	path     string
 	mode     fs.FileMode
 	conffile bool
+	debOnly  bool // Debian's copyright file, changelog and lintian overrides
 }
 
 // expectedFiles lists every file the packages must contain: the fixed ones and whatever
@@ -59,6 +60,11 @@ func expectedFiles(t *testing.T, root string) []packagedFile {
 		{path: "/usr/share/man/man1/diskprobe_exporter.1.gz", mode: 0o644},
 		{path: "/usr/share/doc/diskprobe-exporter/LICENSE", mode: 0o644},
 		{path: "/usr/share/doc/diskprobe-exporter/README.md", mode: 0o644},
+		{path: "/usr/lib/sysusers.d/diskprobe-exporter.conf", mode: 0o644},
+		{path: "/usr/lib/tmpfiles.d/diskprobe-exporter.conf", mode: 0o644},
+		{path: "/usr/share/doc/diskprobe-exporter/copyright", mode: 0o644, debOnly: true},
+		{path: "/usr/share/doc/diskprobe-exporter/changelog.Debian.gz", mode: 0o644, debOnly: true},
+		{path: "/usr/share/lintian/overrides/diskprobe-exporter", mode: 0o644, debOnly: true},
 	}
 	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if len(docs) == 0 {
@@ -686,6 +692,9 @@ func checkRPMContents(t *testing.T, rpmFile string, files []packagedFile) {
 	}
 	want := map[string]bool{}
 	for _, f := range files {
+		if f.debOnly {
+			continue
+		}
 		want[f.path] = true
 		e, ok := entries[f.path]
 		if !ok || !listed[f.path] {
@@ -694,6 +703,9 @@ func checkRPMContents(t *testing.T, rpmFile string, files []packagedFile) {
 		}
 		if e.perms != "-"+f.mode.Perm().String()[1:] {
 			t.Errorf("rpm: %s has mode %s, want %v", f.path, e.perms, f.mode.Perm())
+		}
+		if doc := strings.HasPrefix(f.path, "/usr/share/doc/") || strings.HasPrefix(f.path, "/usr/share/man/"); doc != (e.flags == "d") && !f.conffile {
+			t.Errorf("rpm: %s has flags %q, want %%doc = %v", f.path, e.flags, doc)
 		}
 		if f.conffile != (e.flags == "cn") {
 			t.Errorf("rpm: %s has flags %q, want %%config(noreplace) = %v", f.path, e.flags, f.conffile)

@@ -39,3 +39,22 @@ func TestUnitStopTimeoutCoversTheExporterShutdown(t *testing.T) {
 		t.Errorf("TimeoutStopSec=%ds: want at least 1.5 × the documented %d s (margin for a loaded host) and under systemd's default 90 s", timeout, promise)
 	}
 }
+
+// TestUnitReloadNeedsNoProcps: `systemctl reload` runs ExecReload=, and a minimal Debian has
+// no /bin/kill (procps), which the package does not depend on. The unit reloads through the
+// shell's kill builtin (dash is Essential); tests/systemd runs it on such a system.
+func TestUnitReloadNeedsNoProcps(t *testing.T) {
+	unit, err := os.ReadFile(filepath.Join(testenv.RepoPath(), "systemd", unitName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^ExecReload=(.*)$`).FindAllSubmatch(unit, -1)
+	if len(m) != 1 {
+		t.Fatalf("%s has %d ExecReload= lines, want 1", unitName, len(m))
+	}
+	reload := string(m[0][1])
+	t.Logf("ExecReload=%s", reload)
+	if !regexp.MustCompile(`^/bin/sh -c '(kill -HUP|kill -s HUP) (\$\{MAINPID\}|"\$\$MAINPID")'$`).MatchString(reload) {
+		t.Errorf("ExecReload=%s: want the shell's kill builtin, /bin/sh -c 'kill -HUP ${MAINPID}' (no /bin/kill, no exec)", reload)
+	}
+}
