@@ -122,51 +122,66 @@ version_of() {
   esac
 }
 
-# ensure NAME VERSION BUILDER: sets dir to NAME-VERSION's cache entry, first calling BUILDER
-# STAGE (which fills STAGE/bin) when the cache lacks it. A lock keeps two concurrent runs
-# from building the same entry twice.
-ensure() {
-  local name=$1 ver=$2 builder=$3
-  local final="$CACHE/$name-$ver" stage start b out
-  if [ "$cached_only" = 1 ] && [ ! -d "$final/bin" ]; then
-    log "$name $ver is not built yet (run scripts/tools.sh $name)"
-    exit 3
-  fi
-  if [ ! -d "$final/bin" ]; then
+# cache_entry ENTRY MARKER BUILDER WHAT HINT: sets dir to $CACHE/ENTRY, first calling BUILDER
+# STAGE, which must fill STAGE/MARKER, in a staging directory beside it that is renamed into
+# place only when BUILDER succeeds. A lock keeps two concurrent runs from building the same
+# entry twice. WHAT names the entry in messages; HINT is the command that builds it.
+cache_entry() {
+  local entry=$1 marker=$2 builder=$3 what=$4 hint=$5
+  local final="$CACHE/$entry" stage
+  if [ ! -d "$final/$marker" ]; then
+    if [ "$cached_only" = 1 ]; then
+      log "$what is not built yet (run $hint)"
+      exit 3
+    fi
     if ! { mkdir -p "$CACHE" 2>/dev/null && [ -w "$CACHE" ]; }; then
       die "cannot write the cache directory $CACHE (run as root, or set DISKPROBE_TOOLS_CACHE)"
     fi
-    exec 9>"$CACHE/.$name-$ver.lock"
+    exec 9>"$CACHE/.$entry.lock"
     if ! flock -n 9; then
-      log "another run is building $name $ver; waiting for it"
+      log "another run is building $what; waiting for it"
       flock 9
     fi
-    if [ ! -d "$final/bin" ]; then
+    if [ ! -d "$final/$marker" ]; then
       # Holding the lock, any staging directory left is from a run that was killed.
-      rm -rf "$CACHE/.$name-$ver.building."*
-      stage=$(mktemp -d "$CACHE/.$name-$ver.building.XXXXXX")
+      rm -rf "$CACHE/.$entry.building."*
+      stage=$(mktemp -d "$CACHE/.$entry.building.XXXXXX")
       temps+=("$stage")
-      start=$(date +%s)
-      log "building $name $ver into $final (first time on this machine)"
-      "$builder" "$stage"
-      {
-        echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
-        echo "go: $("$GO" env GOVERSION)"
-      } >>"$stage/BUILDINFO"
-      for b in "$stage"/bin/*; do
-        if ! out=$(version_of "$b" 2>&1); then
-          printf '%s\n' "$out" >&2
-          die "${b##*/} does not tell its version: not caching $name $ver"
-        fi
-        echo "${b##*/}: $(printf '%s\n' "$out" | head -1)" >>"$stage/BUILDINFO"
-      done
+      "$builder" "$stage" "$final"
       chmod 0755 "$stage"
       mv -T "$stage" "$final"
-      log "$name $ver cached in $final ($(du -sh "$final" | cut -f1))"
+      log "$what cached in $final ($(du -sh "$final" | cut -f1))"
     fi
     exec 9>&-
   fi
   dir=$final
+}
+
+# ensure NAME VERSION BUILDER: sets dir to NAME-VERSION's cache entry, first calling BUILDER
+# STAGE (which fills STAGE/bin) when the cache lacks it.
+ensure() {
+  tool_name=$1 tool_version=$2 tool_builder=$3
+  cache_entry "$1-$2" bin build_tool "$1 $2" "scripts/tools.sh $1"
+}
+
+# build_tool STAGE FINAL: the tool's builder, then a BUILDINFO in which every program built
+# says its version (one that cannot is not cached).
+build_tool() {
+  local stage=$1 final=$2 start b out
+  start=$(date +%s)
+  log "building $tool_name $tool_version into $final (first time on this machine)"
+  "$tool_builder" "$stage"
+  {
+    echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
+    echo "go: $("$GO" env GOVERSION)"
+  } >>"$stage/BUILDINFO"
+  for b in "$stage"/bin/*; do
+    if ! out=$(version_of "$b" 2>&1); then
+      printf '%s\n' "$out" >&2
+      die "${b##*/} does not tell its version: not caching $tool_name $tool_version"
+    fi
+    echo "${b##*/}: $(printf '%s\n' "$out" | head -1)" >>"$stage/BUILDINFO"
+  done
 }
 
 build_k8s() {
@@ -253,52 +268,35 @@ debian_mirror() {
   echo "${m:-http://deb.debian.org/debian}"
 }
 
-# ensure_debian_root: sets dir to the cached Debian root's entry, running debootstrap into a
-# staging directory beside it (under the same kind of lock as ensure) when it is missing.
+# ensure_debian_root: sets dir to the cached Debian root's entry (cache_entry), running
+# debootstrap when it is missing.
 ensure_debian_root() {
-  local mirror key final stage start
-  mirror=$(debian_mirror)
-  key=$(printf '%s minbase %s %s %s\n' "$DEBIAN_SUITE" "$DEBIAN_INCLUDE" "$mirror" "$(dpkg --print-architecture 2>/dev/null || uname -m)" |
+  local key
+  debian_source=$(debian_mirror)
+  key=$(printf '%s minbase %s %s %s\n' "$DEBIAN_SUITE" "$DEBIAN_INCLUDE" "$debian_source" "$(dpkg --print-architecture 2>/dev/null || uname -m)" |
     sha256sum | cut -c1-12)
-  final="$CACHE/debian-$DEBIAN_SUITE-$key"
-  if [ ! -d "$final/root" ]; then
-    if [ "$cached_only" = 1 ]; then
-      log "the Debian $DEBIAN_SUITE root is not made yet (run scripts/tools.sh debian-root as root)"
-      exit 3
-    fi
-    [ "$(id -u)" -eq 0 ] || die "debootstrap needs root"
-    command -v debootstrap >/dev/null || die "debootstrap not found (scripts/ensure-deps.sh installs it)"
-    mkdir -p "$CACHE"
-    exec 9>"$CACHE/.debian-$DEBIAN_SUITE-$key.lock"
-    if ! flock -n 9; then
-      log "another run is making the Debian root; waiting for it"
-      flock 9
-    fi
-    if [ ! -d "$final/root" ]; then
-      rm -rf "$CACHE/.debian-$DEBIAN_SUITE-$key.building."*
-      stage=$(mktemp -d "$CACHE/.debian-$DEBIAN_SUITE-$key.building.XXXXXX")
-      temps+=("$stage")
-      start=$(date +%s)
-      log "debootstrap --variant=minbase --include=$DEBIAN_INCLUDE $DEBIAN_SUITE from $mirror into $final (first time on this machine; minutes)"
-      nice -n 19 debootstrap --variant=minbase --include="$DEBIAN_INCLUDE" "$DEBIAN_SUITE" "$stage/root" "$mirror" >"$stage/debootstrap.log" 2>&1 || {
-        tail -n 30 "$stage/debootstrap.log" >&2
-        die "debootstrap failed (log above)"
-      }
-      # No package lists or downloaded .debs: the root is copied for every test run.
-      rm -rf "$stage/root/var/cache/apt/archives/"*.deb "$stage/root/var/lib/apt/lists/"*_Packages
-      [ -x "$stage/root/lib/systemd/systemd" ] || die "debootstrap made no /lib/systemd/systemd"
-      {
-        echo "debootstrap --variant=minbase --include=$DEBIAN_INCLUDE $DEBIAN_SUITE $mirror"
-        echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
-        echo "systemd: $(chroot "$stage/root" dpkg-query -W -f '${Version}' systemd)"
-      } >"$stage/BUILDINFO"
-      chmod 0755 "$stage"
-      mv -T "$stage" "$final"
-      log "Debian $DEBIAN_SUITE root cached in $final ($(du -sh "$final" | cut -f1))"
-    fi
-    exec 9>&-
-  fi
-  dir=$final
+  cache_entry "debian-$DEBIAN_SUITE-$key" root build_debian_root "the Debian $DEBIAN_SUITE root" "scripts/tools.sh debian-root as root"
+}
+
+# build_debian_root STAGE FINAL: debootstrap into STAGE/root.
+build_debian_root() {
+  local stage=$1 final=$2 start
+  [ "$(id -u)" -eq 0 ] || die "debootstrap needs root"
+  command -v debootstrap >/dev/null || die "debootstrap not found (scripts/ensure-deps.sh installs it)"
+  start=$(date +%s)
+  log "debootstrap --variant=minbase --include=$DEBIAN_INCLUDE $DEBIAN_SUITE from $debian_source into $final (first time on this machine; minutes)"
+  nice -n 19 debootstrap --variant=minbase --include="$DEBIAN_INCLUDE" "$DEBIAN_SUITE" "$stage/root" "$debian_source" >"$stage/debootstrap.log" 2>&1 || {
+    tail -n 30 "$stage/debootstrap.log" >&2
+    die "debootstrap failed (log above)"
+  }
+  # No package lists or downloaded .debs: the root is copied for every test run.
+  rm -rf "$stage/root/var/cache/apt/archives/"*.deb "$stage/root/var/lib/apt/lists/"*_Packages
+  [ -x "$stage/root/lib/systemd/systemd" ] || die "debootstrap made no /lib/systemd/systemd"
+  {
+    echo "debootstrap --variant=minbase --include=$DEBIAN_INCLUDE $DEBIAN_SUITE $debian_source"
+    echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
+    echo "systemd: $(chroot "$stage/root" dpkg-query -W -f '${Version}' systemd)"
+  } >"$stage/BUILDINFO"
 }
 
 export GOWORK=off
