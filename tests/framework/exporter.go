@@ -53,9 +53,9 @@ func StartExporterWith(t testing.TB, configFile string, opts ExporterOptions) *E
 			return resp.StatusCode == http.StatusOK
 		}
 	}
-	e := &Exporter{t: t, Addr: FreePort(t), Log: &testenv.SyncBuffer{}, done: make(chan struct{})}
+	e := &Exporter{t: t, Addr: FreePort(t), Log: NewProcessLog(t), done: make(chan struct{})}
 	e.Cmd = exec.Command(bin, append([]string{"--config.file=" + configFile, "--web.listen-address=" + e.Addr, "--log.level=debug"}, opts.Args...)...)
-	e.Cmd.Stdout, e.Cmd.Stderr = e.Log, e.Log
+	e.Cmd.Stdout, e.Cmd.Stderr = e.Log.File(), e.Log.File()
 	if opts.Credential != nil {
 		e.Cmd.SysProcAttr = &syscall.SysProcAttr{Credential: opts.Credential, AmbientCaps: opts.AmbientCaps}
 		e.Cmd.Dir = "/"
@@ -147,7 +147,7 @@ type Exporter struct {
 	t    testing.TB
 	Cmd  *exec.Cmd
 	Addr string
-	Log  *testenv.SyncBuffer
+	Log  *ProcessLog
 	done chan struct{}
 }
 
