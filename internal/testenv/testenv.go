@@ -192,12 +192,29 @@ func CPUShares(t testing.TB, shares int) *Cgroup {
 // newCgroup makes a cgroup of this test under root, removed in cleanup with its processes
 // moved back to root.
 func newCgroup(t testing.TB, root string) *Cgroup {
+	removeStaleCgroups(root)
 	cg := &Cgroup{t: t, root: root, Path: filepath.Join(root, fmt.Sprintf("diskprobe-test-%d-%d", os.Getpid(), rand.IntN(1<<30)))}
 	if err := os.Mkdir(cg.Path, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cg.remove)
 	return cg
+}
+
+// removeStaleCgroups removes the cgroups under root that a test process killed outright (a
+// CI run stopped with SIGKILL) left: named for a pid that is gone, and empty (rmdir fails on
+// a cgroup that holds a process, so a live one is never touched).
+func removeStaleCgroups(root string) {
+	dirs, _ := filepath.Glob(filepath.Join(root, "diskprobe-test-*-*"))
+	for _, d := range dirs {
+		var pid, n int
+		if _, err := fmt.Sscanf(filepath.Base(d), "diskprobe-test-%d-%d", &pid, &n); err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			_ = os.Remove(d)
+		}
+	}
 }
 
 // Add moves a process (all its threads) into the cgroup.
