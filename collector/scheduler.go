@@ -1,8 +1,8 @@
 // Package collector schedules the probes of every target under hard rate limits and
-// turns their results into Prometheus metrics. Its only system calls are
-// the stat and statfs that check a target is still on its filesystem (filesystem.go) and
-// the device counters it reads (device/); the probes' I/O is
-// the probe package's job.
+// turns their results into Prometheus metrics. Its own system calls are the stat that
+// checks a target is still on its filesystem (filesystem.go); asking what a path is
+// (inspect, device) runs under a bounded wait (Resolver), and the probes' I/O is the probe
+// package's job.
 package collector
 
 import (
