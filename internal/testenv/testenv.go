@@ -205,16 +205,27 @@ func newCgroup(t testing.TB, root string) *Cgroup {
 // CI run stopped with SIGKILL) left: named for a pid that is gone, and empty (rmdir fails on
 // a cgroup that holds a process, so a live one is never touched).
 func removeStaleCgroups(root string) {
-	dirs, _ := filepath.Glob(filepath.Join(root, "diskprobe-test-*-*"))
-	for _, d := range dirs {
+	for _, d := range leftBehind(filepath.Join(root, "diskprobe-test-")) {
+		_ = os.Remove(d)
+	}
+}
+
+// leftBehind lists the paths prefix<pid>-<n> whose pid is not running: what a test process
+// killed before its cleanup (a CI run stopped with SIGKILL) left. This process's own are never
+// listed.
+func leftBehind(prefix string) []string {
+	paths, _ := filepath.Glob(prefix + "*-*")
+	var gone []string
+	for _, p := range paths {
 		var pid, n int
-		if _, err := fmt.Sscanf(filepath.Base(d), "diskprobe-test-%d-%d", &pid, &n); err != nil || pid == os.Getpid() {
+		if _, err := fmt.Sscanf(strings.TrimPrefix(p, prefix), "%d-%d", &pid, &n); err != nil || pid == os.Getpid() {
 			continue
 		}
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
-			_ = os.Remove(d)
+			gone = append(gone, p)
 		}
 	}
+	return gone
 }
 
 // Add moves a process (all its threads) into the cgroup.
@@ -241,25 +252,48 @@ func (c *Cgroup) remove() {
 
 var (
 	buildOnce sync.Once
+	binaryDir string
 	binary    string
 	buildErr  error
+	mainRuns  bool
 )
+
+// Main runs a package's tests (run is m.Run, or a wrapper of it) and then removes the
+// binary Binary built for them: one per test process, shared by all its tests, so no single
+// test's cleanup may remove it. A package whose tests call Binary has a TestMain that calls
+// Main; Binary fails the test otherwise, so that no run leaves a binary in the temporary
+// directory.
+func Main(run func() int) int {
+	mainRuns = true
+	code := run()
+	if binaryDir != "" {
+		_ = os.RemoveAll(binaryDir)
+	}
+	return code
+}
 
 // Binary builds the exporter once per test process and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
+	if !mainRuns {
+		t.Fatal("testenv.Binary: the package's TestMain must run its tests through testenv.Main, which removes the binary afterwards")
+	}
 	buildOnce.Do(func() {
 		root, err := repoRoot()
 		if err != nil {
 			buildErr = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "diskprobe-bin-")
+		prefix := filepath.Join(os.TempDir(), "diskprobe-bin-")
+		for _, d := range leftBehind(prefix) {
+			_ = os.RemoveAll(d)
+		}
+		binaryDir, err = os.MkdirTemp("", fmt.Sprintf("diskprobe-bin-%d-", os.Getpid()))
 		if err != nil {
 			buildErr = err
 			return
 		}
-		binary = filepath.Join(dir, "diskprobe_exporter")
+		binary = filepath.Join(binaryDir, "diskprobe_exporter")
 		cmd := exec.Command("go", "build", "-o", binary, "./cmd/diskprobe_exporter")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/tests/internal/benchkit"
 
 	"os"
@@ -11,5 +12,5 @@ func TestMain(m *testing.M) {
 	if benchkit.LoopMain() {
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m.Run))
 }

@@ -61,7 +61,7 @@ const (
 
 func TestMain(m *testing.M) {
 	start := time.Now()
-	code := k8senv.Main(m, k8senv.MaxNodes)
+	code := testenv.Main(func() int { return k8senv.Main(m, k8senv.MaxNodes) })
 	if k8senv.BringUp > 0 {
 		fmt.Fprintf(os.Stderr, "cluster tests: bring-up %v, teardown %v, package %v\n",
 			k8senv.BringUp.Round(100*time.Millisecond), k8senv.TeardownTime.Round(100*time.Millisecond), time.Since(start).Round(time.Second))
