@@ -239,7 +239,7 @@ func (l *load) run(ctx context.Context, job probe.QueueJob, p *pacer) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.done.ReadOps += int64(res.Read.Ops)
-		if job.BlockSize == LoadStreamBlock && !job.Random {
+		if !job.Random { // the stream
 			l.done.Bytes += res.Write.Bytes
 		} else {
 			l.done.WriteOps += int64(res.Write.Ops)

@@ -69,30 +69,33 @@ func commitRuleFile(t *testing.T) string {
 	return path
 }
 
-// commitScenarios are the disks the commit alerts are judged on: the live etcd's backend
-// commits recorded on this machine's disk (healthy) and on a loop device throttled to 20
-// write IOPS (failing), with GC-like stalls, a slow failure and a backup burst modelled on
-// the fdatasync scenarios at the commit's 25 ms scale.
+// commitScenarios are the disks the commit alerts are judged on. A healthy disk is modelled:
+// the synthetic SATA SSD of the fdatasync scenarios (a flush in about 2 ms) twice over, as a
+// commit makes two fdatasyncs, with 0.5 % of commits stalled 30–80 ms (one of its syncs
+// caught by a GC-like stall). This machine's own disk is not one: shared with other work, a
+// live etcd recorded on it had 10 % of its commits over 25 ms (testdata/etcd-commit-host.fio),
+// and is replayed as what it is. The failing disk is the live etcd recorded on a loop
+// device throttled to 20 write IOPS; the slow failure and the burst are the fdatasync
+// scenarios' at the commit's 25 ms scale.
 func commitScenarios(lib Library) []*Scenario {
-	host := lib.get("etcd-commit-host")
-	// A healthy disk's rare stalls, at the commit's scale: one of its two fdatasyncs held
-	// 20–60 ms on top of a commit of a few ms.
-	stalls := LogUniform{0.030, 0.080}
-	healthy := WithStalls(host, 0.005, stalls)
+	ssd := Scaled{lib.get("synthetic-sata-ssd"), 2}
+	healthy := WithStalls(ssd, 0.005, LogUniform{0.030, 0.080})
 	lead, bad := 8*time.Hour, 2*time.Hour
 	var out []*Scenario
 	add := func(s *Scenario) { s.Seed = uint64(1000 + len(out)); out = append(out, s) }
-	add(&Scenario{Name: "commit healthy: etcd's backend commits on this machine's disk (recorded) + 0.5 % stalls at 30–80 ms", Onset: -1,
+	add(&Scenario{Name: "commit healthy: SATA SSD commits ~4 ms (two 2 ms flushes) + 0.5 % stalls at 30–80 ms", Onset: -1,
 		Phases: []Phase{{Name: "healthy", Duration: 2 * day, Latency: healthy}}})
-	add(&Scenario{Name: "commit sudden: etcd's backend commits on a loop device at 20 write IOPS (recorded)", Onset: 1,
+	add(&Scenario{Name: "commit recorded: a live etcd's commits on this machine's shared disk (10 % over 25 ms)", Onset: 0,
+		Phases: []Phase{{Name: "as recorded", Duration: 8 * time.Hour, Latency: lib.get("etcd-commit-host")}}})
+	add(&Scenario{Name: "commit sudden: a live etcd's commits on a loop device at 20 write IOPS (recorded)", Onset: 1,
 		Phases: []Phase{{Name: "healthy", Duration: lead, Latency: healthy}, {Name: "throttled", Duration: bad, Latency: lib.get("etcd-commit-loop-20iops")}}})
 	add(&Scenario{Name: "commit sudden: half the commits at 30–100 ms", Onset: 1,
 		Phases: []Phase{{Name: "healthy", Duration: lead, Latency: healthy},
-			{Name: "failing", Duration: bad, Latency: &Mixture{Name: "half slow", Parts: []Distribution{host, LogUniform{0.030, 0.100}}, Weights: []float64{0.5, 0.5}}}}})
+			{Name: "failing", Duration: bad, Latency: &Mixture{Name: "half slow", Parts: []Distribution{ssd, LogUniform{0.030, 0.100}}, Weights: []float64{0.5, 0.5}}}}})
 	for _, share := range []float64{0.02, 0.05} {
 		add(&Scenario{Name: fmt.Sprintf("commit slow failure: %.0f %% of commits at 50–75 ms", 100*share), Onset: 1,
 			Phases: []Phase{{Name: "healthy", Duration: lead, Latency: healthy},
-				{Name: "degraded", Duration: bad, Latency: WithStalls(host, share, LogUniform{0.050, 0.075})}}})
+				{Name: "degraded", Duration: bad, Latency: WithStalls(ssd, share, LogUniform{0.050, 0.075})}}})
 	}
 	add(&Scenario{Name: "commit burst: 5 min of 100–300 ms commits (a backup)", Onset: 1,
 		Phases: []Phase{{Name: "healthy", Duration: lead, Latency: healthy},
@@ -104,7 +107,7 @@ func commitScenarios(lib Library) []*Scenario {
 // commitGoals are the fdatasync alerts' goals, judged on the commit alerts.
 var commitGoals = []Goal{
 	{
-		Text:     "healthy disk (recorded etcd commits + 0.5 % stalls): no commit warning or critical",
+		Text:     "healthy disk (commits ~4 ms + 0.5 % stalls at 30–80 ms): no commit warning or critical",
 		Scenario: func(n string) bool { return strings.HasPrefix(n, "commit healthy") },
 		Judge: func(r *Result) (string, bool) {
 			var fired []string
@@ -117,6 +120,20 @@ var commitGoals = []Goal{
 				return strings.Join(fired, ", ") + " in " + durationWords(r.Healthy), false
 			}
 			return "0 in " + durationWords(r.Healthy), true
+		},
+	},
+	{
+		Text:     "this machine's shared disk, a live etcd's commits 10 % over 25 ms: a commit warning (it misses etcd's target), no page",
+		Scenario: func(n string) bool { return strings.HasPrefix(n, "commit recorded") },
+		Judge: func(r *Result) (string, bool) {
+			d, name := firstAt(r, "warning", commitAlerts(r)...)
+			if c, cname := firstAt(r, "critical", commitAlerts(r)...); c >= 0 {
+				return fmt.Sprintf("paged: %s after %s", cname, minutes(c)), false
+			}
+			if d < 0 {
+				return "no warning", false
+			}
+			return fmt.Sprintf("%s (%s), no page", minutes(d), name), true
 		},
 	},
 	{
