@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -24,6 +25,8 @@ import (
 // commitProbing is the commit probe's default (10 commits every 15 s, the runner's ±10 %
 // jitter) under a 15 s scrape.
 var commitProbing = Probing{Interval: 15 * time.Second, Ops: 10, Jitter: 0.1, Scrape: 15 * time.Second}
+
+var commitMetric = regexp.MustCompile(`(^|[^:])diskprobe_commit_duration_seconds`)
 
 // commitRuleFile writes the shipped rules' diskprobe.commit group, with the context group
 // its alerts join for the disk's names, reading the simulated histogram: the commit
@@ -48,7 +51,8 @@ func commitRuleFile(t *testing.T) string {
 			for _, r := range g["rules"].([]any) {
 				rule := r.(map[string]any)
 				expr := rule["expr"].(string)
-				expr = strings.ReplaceAll(expr, "diskprobe_commit_duration_seconds", "diskprobe_fdatasync_duration_seconds")
+				// The metric, not the recording rules named after it (level:metric:operations).
+				expr = commitMetric.ReplaceAllString(expr, "${1}diskprobe_fdatasync_duration_seconds")
 				expr = strings.ReplaceAll(expr, `probe="commit"`, `probe="fsync"`)
 				rule["expr"] = expr
 			}
