@@ -3,6 +3,7 @@ package check
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -136,5 +137,45 @@ func TestLoadOptionsNameTheFlagThatIsWrong(t *testing.T) {
 	}
 	if err := def.Validate(); err != nil {
 		t.Errorf("the default load is refused: %v", err)
+	}
+}
+
+// TestRunInProcessUnderLoadReportsTheLoadAndCleansUp runs a check with --load in the test
+// process, so that the race detector sees the load's jobs beside the measured one, and
+// checks that the load's file goes with the rest.
+func TestRunInProcessUnderLoadReportsTheLoadAndCleansUp(t *testing.T) {
+	dir := t.TempDir()
+	load := LoadOptions{ReadIOPS: 50, WriteIOPS: 100, Bandwidth: 4 << 20, BlockSize: 4096}
+	rep, err := Run(t.Context(), Options{
+		Path: dir, Probes: []string{"fsync"},
+		Size: 64 * 2300, BlockSize: 2300, Duration: time.Second, Threshold: DefaultThreshold, Load: &load,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rep.Load
+	if l == nil {
+		t.Fatal("no load in the report of a run with a load")
+	}
+	// The load ran its 2 s warm-up at least: some of each part completed, none beyond its
+	// rate by more than its bucket (8 operations, 4 MiB) over the time it ran.
+	if l.Ran < loadWarmup {
+		t.Errorf("the load ran %v, less than its warm-up", l.Ran)
+	}
+	for _, p := range []struct {
+		name      string
+		done, max float64
+	}{
+		{"reads", float64(l.ReadOps), 50*l.Ran.Seconds() + loadIOPSDepth},
+		{"writes", float64(l.WriteOps), 100*l.Ran.Seconds() + loadIOPSDepth},
+		{"stream bytes", float64(l.Bytes), float64(4<<20)*l.Ran.Seconds() + loadStreamDepth*LoadStreamBlock},
+	} {
+		if p.done <= 0 || p.done > p.max {
+			t.Errorf("%s: %.0f done in %v, want some and at most %.0f (the rate asked)", p.name, p.done, l.Ran, p.max)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		t.Errorf("left behind: %s", e.Name())
 	}
 }
