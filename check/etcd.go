@@ -63,7 +63,8 @@ type Options struct {
 	Duration  time.Duration // how long randread reads
 	Threshold time.Duration // fdatasync p99 under this is PASS
 	Paths     device.Paths
-	Progress  *Progress // nil: no progress output
+	Progress  *Progress    // nil: no progress output
+	Load      *LoadOptions // competing I/O while the jobs measure; nil: none (an idle disk)
 }
 
 // Verdict is the answer to "is this disk good enough for etcd?".
@@ -87,6 +88,7 @@ type Report struct {
 	Fsync     *FsyncResult
 	Randread  *RandreadResult
 	Seqread   *SeqreadResult
+	Load      *LoadResult // nil when no load ran
 	Warnings  []string
 }
 
@@ -171,20 +173,26 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := tg.checkProbeDir(opts.ProbeDir); err != nil {
 		return nil, err
 	}
+	if tg.isDevice && opts.Load != nil {
+		return nil, fmt.Errorf("%s is a block device and --load writes: %w; run check --load on a directory of the filesystem on it", opts.Path, probe.ErrBlockDeviceWrite)
+	}
 	if err := validate(opts, probes); err != nil {
 		return nil, err
 	}
 
 	rep := &Report{Path: opts.Path, Threshold: opts.Threshold, Device: tg.device}
 	r := &runner{opts: opts, rep: rep, tg: tg}
-	if slices.Contains(probes, ProbeFsync) {
-		err = tg.withScratch(opts.ProbeDir, r.fsyncFileSize(), true, r.runFsync(ctx))
-	}
-	if err == nil && (slices.Contains(probes, ProbeRandread) || slices.Contains(probes, ProbeSeqread)) {
-		err = tg.withReadSource(ctx, opts.ProbeDir, ReadFileSize, opts.Progress, func(src *probe.ReadSource) error {
-			return r.runReads(ctx, src, probes)
-		})
-	}
+	err = r.underLoad(ctx, func() (err error) {
+		if slices.Contains(probes, ProbeFsync) {
+			err = tg.withScratch(opts.ProbeDir, r.fsyncFileSize(), true, r.runFsync(ctx))
+		}
+		if err == nil && (slices.Contains(probes, ProbeRandread) || slices.Contains(probes, ProbeSeqread)) {
+			err = tg.withReadSource(ctx, opts.ProbeDir, ReadFileSize, opts.Progress, func(src *probe.ReadSource) error {
+				return r.runReads(ctx, src, probes)
+			})
+		}
+		return err
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted (%w)", context.Cause(ctx))
@@ -243,6 +251,11 @@ func validate(opts Options, probes []string) error {
 	}
 	if opts.Threshold <= 0 {
 		return errors.New("--threshold must be positive")
+	}
+	if opts.Load != nil {
+		if err := opts.Load.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -392,6 +405,7 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 // judge gives the verdict and the remarks.
 func (rep *Report) judge() {
 	rep.judgeFsync()
+	rep.judgeLoad()
 	if rr := rep.Randread; rr != nil {
 		if msg, ok := rr.CPU.note("random read"); ok {
 			rep.Warnings = append(rep.Warnings, msg)

@@ -31,6 +31,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "\nseqread: %s in %s O_DIRECT reads, %s inside the reads, %.1f MiB/s\n",
 			bytesize.Approx(s.Bytes), bytesize.Approx(SeqreadBlock), formatSeconds(s.IO), s.BytesPerSecond/(1<<20))
 	}
+	if l := r.Load; l != nil {
+		l.table(&b)
+	}
 	b.WriteString("\n")
 	switch r.Verdict {
 	case Pass:
@@ -41,6 +44,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			FormatDuration(r.Fsync.Fdatasync.P99), r.Threshold)
 	default:
 		b.WriteString("no verdict: the fsync probe did not run (etcd's verdict is on fdatasync latency)\n")
+	}
+	if l := r.Load; l != nil {
+		fmt.Fprintf(&b, "      %s\n", l.besideVerdict())
 	}
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(&b, "WARN  %s\n", warn)
@@ -115,6 +121,7 @@ type jsonReport struct {
 	Verdict          Verdict    `json:"verdict"`
 	ThresholdSeconds float64    `json:"threshold_seconds"`
 	Probes           jsonProbes `json:"probes"`
+	Load             *jsonLoad  `json:"load"`
 	Warnings         []string   `json:"warnings"`
 }
 
@@ -168,6 +175,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	if rr := r.Randread; rr != nil {
 		out.Probes.Randread = &jsonRandread{Ops: rr.Ops, BlockSizeBytes: RandreadBlock, DurationSeconds: rr.Elapsed.Seconds(),
 			ReadsPerSecond: rr.ReadsPerSecond, ReadSeconds: rr.Read}
+	}
+	if l := r.Load; l != nil {
+		out.Load = l.json()
 	}
 	if s := r.Seqread; s != nil {
 		out.Probes.Seqread = &jsonSeqread{Bytes: s.Bytes, BlockSizeBytes: SeqreadBlock, DurationSeconds: s.IO.Seconds(), BytesPerSecond: s.BytesPerSecond}

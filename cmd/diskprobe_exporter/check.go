@@ -35,6 +35,13 @@ type checkCommand struct {
 	json      *bool
 	progress  *bool
 
+	// etcd under load
+	load          *bool
+	loadReadIOPS  *int
+	loadWriteIOPS *int
+	loadBandwidth *string
+	loadBlockSize *string
+
 	// sweep and randrw
 	iodepth   *int
 	runtime   *time.Duration
@@ -74,6 +81,11 @@ func addCheckCommand(app *kingpin.Application) *checkCommand {
 	c.blockSize = flag("block-size", "etcd profile: bytes per write of the fsync job (fio --bs; etcd's WAL entries average about 2300 B).").Default(fmt.Sprint(check.DefaultBlockSize)).String()
 	c.duration = flag("duration", "etcd profile: how long the randread probe reads.").Default(check.DefaultDuration.String()).Duration()
 	c.threshold = flag("threshold", "etcd profile: PASS when the fdatasync p99 is under this (etcd: 10ms).").Default(check.DefaultThreshold.String()).Duration()
+	c.load = flag("load", "etcd profile: run competing I/O in a file of its own while measuring (what an etcd member and its neighbours do to its disk), and report the load achieved beside the verdict.").Bool()
+	c.loadReadIOPS = flag("load-read-iops", "etcd profile, with --load: random O_DIRECT reads per second of --load-block-size (0: none).").Default(fmt.Sprint(check.DefaultLoadReadIOPS)).Int()
+	c.loadWriteIOPS = flag("load-write-iops", "etcd profile, with --load: random O_DIRECT writes per second of --load-block-size (0: none).").Default(fmt.Sprint(check.DefaultLoadWriteIOPS)).Int()
+	c.loadBandwidth = flag("load-bandwidth", "etcd profile, with --load: bytes per second of sequential O_DIRECT writes in 1MiB blocks (0: none).").Default(config.FormatSize(check.DefaultLoadBandwidth)).String()
+	c.loadBlockSize = flag("load-block-size", "etcd profile, with --load: bytes per read and per write of the random load.").Default(config.FormatSize(check.DefaultLoadBlockSize)).String()
 	c.iodepth = flag("iodepth", "sweep, randrw: I/Os kept in flight (fio --iodepth); the sweep measures depth 1 and this one.").Default(fmt.Sprint(check.DefaultIODepth)).Int()
 	c.runtime = flag("runtime", fmt.Sprintf("sweep: time per cell (default %s; a full sweep advertises its total before it starts); randrw: time of the job (default %s).", check.DefaultCellRuntime, check.DefaultRandRWRuntime)).Duration()
 	c.bs = flag("bs", "randrw: bytes per I/O (fio --bs).").Default(config.FormatSize(check.DefaultRandRWBlock)).String()
@@ -86,7 +98,7 @@ func addCheckCommand(app *kingpin.Application) *checkCommand {
 
 // profileFlags are the flags each profile reads; giving another profile's is an error.
 var profileFlags = map[string][]string{
-	check.ProfileEtcd:   {"probes", "size", "block-size", "duration", "threshold"},
+	check.ProfileEtcd:   {"probes", "size", "block-size", "duration", "threshold", "load", "load-read-iops", "load-write-iops", "load-bandwidth", "load-block-size"},
 	check.ProfileSweep:  {"iodepth", "runtime", "file-size"},
 	check.ProfileRandRW: {"iodepth", "runtime", "bs", "rwmixread", "file-size"},
 }
@@ -133,6 +145,9 @@ func (c *checkCommand) run(paths device.Paths) int {
 	}
 	if *c.probes != "" {
 		opts.Probes = strings.Split(*c.probes, ",")
+	}
+	if opts.Load, err = c.loadOptions(); err != nil {
+		return fail(err)
 	}
 	if *c.progress {
 		tty := isTerminal(os.Stderr)
@@ -190,6 +205,28 @@ func (c *checkCommand) run(paths device.Paths) int {
 		return fail(err)
 	}
 	return o.rep.ExitCode()
+}
+
+// loadOptions is --load and its --load-* flags; nil without --load.
+func (c *checkCommand) loadOptions() (*check.LoadOptions, error) {
+	if !*c.load {
+		for _, name := range []string{"load-read-iops", "load-write-iops", "load-bandwidth", "load-block-size"} {
+			if *c.set[name] {
+				return nil, fmt.Errorf("--%s applies only with --load", name)
+			}
+		}
+		return nil, nil
+	}
+	bw, err := config.ParseSize(*c.loadBandwidth)
+	if err != nil {
+		return nil, fmt.Errorf("--load-bandwidth: %w", err)
+	}
+	bs, err := config.ParseSize(*c.loadBlockSize)
+	if err != nil {
+		return nil, fmt.Errorf("--load-block-size: %w", err)
+	}
+	l := &check.LoadOptions{ReadIOPS: *c.loadReadIOPS, WriteIOPS: *c.loadWriteIOPS, Bandwidth: bw, BlockSize: int(min(bs, 1<<40))}
+	return l, l.Validate()
 }
 
 // scratchGlob names the scratch directories a run of opts creates: in the probe directory

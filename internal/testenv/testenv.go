@@ -154,8 +154,21 @@ const blkioRoot = "/sys/fs/cgroup/blkio"
 // are moved back out and the cgroup removed in cleanup.
 func ThrottleWrites(t testing.TB, dev string, iops int) *Cgroup {
 	t.Helper()
+	return throttle(t, dev, "blkio.throttle.write_iops_device", int64(iops))
+}
+
+// ThrottleWriteBandwidth is ThrottleWrites with a cap of bytes per second instead: a
+// device whose small writes pass at once while its bandwidth is free, and queue behind
+// the bytes ahead of them (first in, first out within the cgroup) once something fills it.
+func ThrottleWriteBandwidth(t testing.TB, dev string, bytesPerSecond int64) *Cgroup {
+	t.Helper()
+	return throttle(t, dev, "blkio.throttle.write_bps_device", bytesPerSecond)
+}
+
+func throttle(t testing.TB, dev, file string, limit int64) *Cgroup {
+	t.Helper()
 	RequireRoot(t)
-	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.write_iops_device")); err != nil {
+	if _, err := os.Stat(filepath.Join(blkioRoot, file)); err != nil {
 		t.Skip("needs blkio cgroup v1 throttling at " + blkioRoot)
 	}
 	var st unix.Stat_t
@@ -163,8 +176,8 @@ func ThrottleWrites(t testing.TB, dev string, iops int) *Cgroup {
 		t.Fatal(err)
 	}
 	cg := newCgroup(t, blkioRoot)
-	rule := fmt.Sprintf("%d:%d %d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), iops)
-	if err := os.WriteFile(filepath.Join(cg.Path, "blkio.throttle.write_iops_device"), []byte(rule), 0o644); err != nil {
+	rule := fmt.Sprintf("%d:%d %d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), limit)
+	if err := os.WriteFile(filepath.Join(cg.Path, file), []byte(rule), 0o644); err != nil {
 		t.Fatalf("throttling %s: %v", dev, err)
 	}
 	return cg
