@@ -173,7 +173,9 @@ func (c *Commit) markdown(w func(string, ...any)) {
 		w("%s, each transaction updating %d random keys: bbolt wrote %.1f data pages per commit on average\n", mib(b.DBSize), b.KeysPerTx, b.BboltPages)
 		w("(`TxStats.Write` less its meta page), each commit timed around `tx.Commit()` as etcd times it. Ours:\n")
 		w("`probe.NewCommit` with %d pages over a file of the database's size. %d rounds of %d commits of each,\n", b.OurPages, b.Rounds, b.PerRound)
-		w("alternating which goes first; the figure is the median over rounds of ours/bbolt.\n\n")
+		w("alternating which goes first; the figure is the median over rounds of ours/bbolt. bbolt's freelist hands\n")
+		w("a transaction the pages the ones before it freed, a working set of a few MiB that it rewrites; the probe\n")
+		w("draws every page afresh from the whole file ([docs/measurements.md](docs/measurements.md#commit-offsets)).\n\n")
 		w("| | bbolt per round | ours per round |\n|---|---|---|\n")
 		w("| p50 | %s | %s |\n| p99 | %s | %s |\n", durs(b.BboltP50), durs(b.OurP50), durs(b.BboltP99), durs(b.OurP99))
 	}
