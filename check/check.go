@@ -1,7 +1,7 @@
 // Package check is `diskprobe_exporter check PATH`: it measures a directory (or a block
 // device, which is only ever read) once, with the probe package the daemon runs, in one
-// of three profiles: etcd (etcd's fio recipe and a PASS/FAIL verdict against etcd's
-// targets), sweep (block sizes from the logical block size to 64 MiB, random and
+// of three profiles: etcd (etcd's fio recipe and its backend commit, each with a
+// PASS/FAIL verdict against etcd's targets), sweep (block sizes from the logical block size to 64 MiB, random and
 // sequential reads, at queue depth 1 and --iodepth) and randrw (random mixed I/O at a
 // queue depth, as fio's randrw jobs).
 package check

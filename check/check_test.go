@@ -130,6 +130,82 @@ func TestVerdictIsOnFdatasyncP99AgainstThreshold(t *testing.T) {
 	}
 }
 
+func withCommit(r *Report, p99 time.Duration) *Report {
+	r.Commit = &CommitResult{Ops: 200, Pages: 10, PageSize: 4096, FileSize: CommitFileSize, Elapsed: time.Second, CommitsPerSecond: 200,
+		Commit:    Latency{Count: 200, Min: time.Millisecond, P50: 2 * time.Millisecond, P90: 3 * time.Millisecond, P99: p99, P999: p99, Max: p99, Mean: 2 * time.Millisecond},
+		Threshold: DefaultCommitThreshold}
+	return r
+}
+
+// etcd gives two figures; the report gives both verdicts, each on its own line and in the
+// JSON, and fails when either fails: a disk whose WAL is fast and whose backend is slow
+// (scattered writes on a busy SSD, a thin volume) is not good enough for etcd.
+func TestCommitVerdictIsGivenBesideTheFdatasyncOneAndEitherFails(t *testing.T) {
+	ms := time.Millisecond
+	fast := func() *Report { return fsyncReport(2*ms, 5*ms, 8*ms, 40*time.Microsecond, 3000) }
+	slow := func() *Report { return fsyncReport(15*ms, 20*ms, 30*ms, 40*time.Microsecond, 3000) }
+	cases := []struct {
+		name          string
+		rep           *Report
+		fsync, commit Verdict
+		verdict       Verdict
+		exit          int
+	}{
+		{"both fast", withCommit(fast(), 10*ms), Pass, Pass, Pass, 0},
+		{"WAL fast, backend slow", withCommit(fast(), 40*ms), Pass, Fail, Fail, 1},
+		{"commit p99 at the 25ms edge fails", withCommit(fast(), 25*ms), Pass, Fail, Fail, 1},
+		{"WAL slow, backend fast", withCommit(slow(), 10*ms), Fail, Pass, Fail, 1},
+		{"both slow", withCommit(slow(), 40*ms), Fail, Fail, Fail, 1},
+		{"commit alone", withCommit(&Report{Path: "/x", Threshold: DefaultThreshold}, 40*ms), "", Fail, Fail, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.rep.judge()
+			if c.rep.Verdict != c.verdict || c.rep.ExitCode() != c.exit || c.rep.Commit.Verdict != c.commit {
+				t.Errorf("verdict %s (commit %s) exit %d, want %s (commit %s) exit %d", c.rep.Verdict, c.rep.Commit.Verdict, c.rep.ExitCode(), c.verdict, c.commit, c.exit)
+			}
+			var text bytes.Buffer
+			if err := c.rep.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			out := text.String()
+			want := []string{string(c.commit) + "  commit p99 " + FormatDuration(c.rep.Commit.Commit.P99)}
+			if c.fsync != "" {
+				want = append(want, string(c.fsync)+"  fdatasync p99 ")
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("summary has no line %q:\n%s", w, out)
+				}
+			}
+			if !strings.Contains(out, "commit (etcd's backend commit): 200 commits of 10 x 4.0 KiB page writes") {
+				t.Errorf("summary has no commit job:\n%s", out)
+			}
+			var js bytes.Buffer
+			if err := c.rep.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]any
+			if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]any{}
+			for _, path := range [][]string{{"verdict"}, {"probes", "commit", "verdict"}, {"probes", "fsync", "verdict"}, {"probes", "commit", "threshold_seconds"}} {
+				got[strings.Join(path, ".")], _ = lookup(doc, path)
+			}
+			wantJSON := map[string]any{"verdict": string(c.verdict), "probes.commit.verdict": string(c.commit), "probes.commit.threshold_seconds": 0.025, "probes.fsync.verdict": nil}
+			if c.fsync != "" {
+				wantJSON["probes.fsync.verdict"] = string(c.fsync)
+			}
+			for k, v := range wantJSON {
+				if got[k] != v {
+					t.Errorf("JSON %s = %v, want %v", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
 func TestReadOnlyRunHasNoVerdict(t *testing.T) {
 	rep := &Report{Path: "/dev/sdb", Threshold: DefaultThreshold, Randread: &RandreadResult{Ops: 100, Elapsed: time.Second, ReadsPerSecond: 100,
 		Read: Latency{P99: 300 * time.Microsecond}}}
@@ -149,7 +225,7 @@ func TestReadOnlyRunHasNoVerdict(t *testing.T) {
 // TestJSONFieldsAreTheDocumentedOnes pins the JSON interface: these names are what
 // scripts read, so a rename must fail here.
 func TestJSONFieldsAreTheDocumentedOnes(t *testing.T) {
-	rep := fsyncReport(2*time.Millisecond, 5*time.Millisecond, 8*time.Millisecond, 40*time.Microsecond, 3000)
+	rep := withCommit(fsyncReport(2*time.Millisecond, 5*time.Millisecond, 8*time.Millisecond, 40*time.Microsecond, 3000), 5*time.Millisecond)
 	rep.Randread = &RandreadResult{Ops: 5000, Elapsed: 10 * time.Second, ReadsPerSecond: 500, Read: Latency{P99: time.Millisecond}}
 	rep.Seqread = &SeqreadResult{Bytes: SeqreadBytes, IO: time.Second, BytesPerSecond: SeqreadBytes}
 	rep.judge()
@@ -225,15 +301,15 @@ func TestProgressBarOnTerminalPlainLinesOtherwise(t *testing.T) {
 // the race detector sees the progress goroutine beside the I/O) with all three probes;
 // under -short (the race tier) with the fsync probe alone, which needs no 256 MiB read file.
 func TestRunInProcessReportsEveryProbeAndCleansUp(t *testing.T) {
-	probes, reads := []string{"seqread", "fsync", "randread"}, true
+	probes, reads := []string{"seqread", "commit", "fsync", "randread"}, true
 	if testing.Short() {
-		probes, reads = []string{"fsync"}, false
+		probes, reads = []string{"fsync", "commit"}, false
 	}
 	dir := t.TempDir()
 	var progress testenv.SyncBuffer
 	rep, err := Run(t.Context(), Options{
 		Path: dir, Probes: probes,
-		Size: 256 * 2300, BlockSize: 2300, Duration: 300 * time.Millisecond, Threshold: DefaultThreshold,
+		Size: 256 * 2300, BlockSize: 2300, Duration: 300 * time.Millisecond, Threshold: DefaultThreshold, Commits: 20,
 		Progress: NewProgress(&progress, true, 10*time.Millisecond),
 	})
 	if err != nil {
@@ -248,12 +324,15 @@ func TestRunInProcessReportsEveryProbeAndCleansUp(t *testing.T) {
 	if reads && (rep.Seqread == nil || rep.Seqread.Bytes != SeqreadBytes || rep.Seqread.BytesPerSecond <= 0) {
 		t.Errorf("seqread result %+v, want %d bytes read", rep.Seqread, SeqreadBytes)
 	}
+	if c := rep.Commit; c == nil || c.Ops != 20 || c.Commit.Count != 20 || c.Pages != 10 || c.Elapsed <= 0 || c.Verdict == "" {
+		t.Errorf("commit result %+v, want 20 commits of 10 pages, judged", rep.Commit)
+	}
 	if rep.Verdict != Pass && rep.Verdict != Fail {
 		t.Errorf("verdict %q with the fsync probe run", rep.Verdict)
 	}
-	// The probes run in a fixed order whatever --probes says: fsync, then the reads.
+	// The probes run in a fixed order whatever --probes says: fsync, commit, then the reads.
 	out := progress.String()
-	if i, j, k := strings.Index(out, "fsync "), strings.Index(out, "randread "), strings.Index(out, "seqread "); i < 0 || reads && (i >= j || j >= k) {
+	if i, c, j, k := strings.Index(out, "fsync "), strings.Index(out, "commit "), strings.Index(out, "randread "), strings.Index(out, "seqread "); i < 0 || c < i || reads && (c >= j || j >= k) {
 		t.Errorf("progress shows the phases out of order:\n%q", out)
 	}
 	entries, _ := os.ReadDir(dir)

@@ -25,6 +25,9 @@ const (
 	ProbeSeqread  = config.ProbeSeqread
 )
 
+// jobOrder is the order the jobs run in, whatever --probes says.
+var jobOrder = []string{ProbeFsync, ProbeCommit, ProbeRandread, ProbeSeqread}
+
 // Defaults are etcd's fio recipe (--size=22m --bs=2300) and etcd's target for wal_fsync.
 const (
 	DefaultSize      = 22 * config.MiB
@@ -62,6 +65,7 @@ type Options struct {
 	BlockSize int           // bytes per write of the fsync job
 	Duration  time.Duration // how long randread reads
 	Threshold time.Duration // fdatasync p99 under this is PASS
+	Commits   int           // commits of the commit job
 	Paths     device.Paths
 	Progress  *Progress    // nil: no progress output
 	Load      *LoadOptions // competing I/O while the jobs measure; nil: none (an idle disk)
@@ -70,12 +74,13 @@ type Options struct {
 // Verdict is the answer to "is this disk good enough for etcd?".
 type Verdict string
 
-// The verdicts: PASS when the fdatasync p99 is under the threshold, FAIL otherwise.
+// The verdicts: PASS when the fdatasync p99 is under the threshold and the commit p99
+// under etcd's 25 ms (each job that ran), FAIL otherwise.
 const (
 	Pass Verdict = "PASS"
 	Fail Verdict = "FAIL"
-	// None is the verdict of a run without the fsync probe (a block device, or
-	// --probes without fsync): there is no fdatasync p99 to judge.
+	// None is the verdict of a run without the fsync and commit probes (a block device,
+	// or --probes with neither): there is no p99 to judge.
 	None Verdict = "NONE"
 )
 
@@ -83,9 +88,10 @@ const (
 type Report struct {
 	Path      string
 	Device    *Device // nil when the device could not be resolved
-	Verdict   Verdict
+	Verdict   Verdict // FAIL when either job's is
 	Threshold time.Duration
 	Fsync     *FsyncResult
+	Commit    *CommitResult
 	Randread  *RandreadResult
 	Seqread   *SeqreadResult
 	Load      *LoadResult // nil when no load ran
@@ -101,6 +107,7 @@ type FsyncResult struct {
 	Fdatasync       Latency
 	Write           Latency
 	CPU             CPUWait
+	Verdict         Verdict // on Fdatasync.P99 against the report's Threshold
 }
 
 // CPUWait is how much of a job's time inside its timed calls its thread spent waiting
@@ -186,6 +193,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if slices.Contains(probes, ProbeFsync) {
 			err = tg.withScratch(opts.ProbeDir, r.fsyncFileSize(), true, r.runFsync(ctx))
 		}
+		if err == nil && slices.Contains(probes, ProbeCommit) {
+			err = tg.withScratch(opts.ProbeDir, CommitFileSize, true, r.runCommit(ctx))
+		}
 		if err == nil && (slices.Contains(probes, ProbeRandread) || slices.Contains(probes, ProbeSeqread)) {
 			err = tg.withReadSource(ctx, opts.ProbeDir, ReadFileSize, opts.Progress, func(src *probe.ReadSource) error {
 				return r.runReads(ctx, src, probes)
@@ -210,23 +220,25 @@ func selectProbes(names []string, path string, isDevice bool) ([]string, error) 
 		if isDevice {
 			return []string{ProbeRandread}, nil
 		}
-		return []string{ProbeFsync}, nil
+		return []string{ProbeFsync, ProbeCommit}, nil
 	}
 	want := map[string]bool{}
 	for _, n := range names {
 		switch n = strings.TrimSpace(n); n {
-		case ProbeFsync, ProbeRandread, ProbeSeqread:
+		case ProbeFsync, ProbeCommit, ProbeRandread, ProbeSeqread:
 			want[n] = true
 		case "":
 		default:
-			return nil, fmt.Errorf("unknown probe %q in --probes (known: fsync, randread, seqread)", n)
+			return nil, fmt.Errorf("unknown probe %q in --probes (known: fsync, commit, randread, seqread)", n)
 		}
 	}
-	if isDevice && want[ProbeFsync] {
-		return nil, fmt.Errorf("%s is a block device: the fsync probe writes, and nothing is ever written to a device; run check on a directory of the filesystem on it, or use --probes=randread,seqread", path)
+	for _, w := range []string{ProbeFsync, ProbeCommit} {
+		if isDevice && want[w] {
+			return nil, fmt.Errorf("%s is a block device: the %s probe writes, and nothing is ever written to a device; run check on a directory of the filesystem on it, or use --probes=randread,seqread", path, w)
+		}
 	}
 	var out []string
-	for _, n := range []string{ProbeFsync, ProbeRandread, ProbeSeqread} {
+	for _, n := range jobOrder {
 		if want[n] {
 			out = append(out, n)
 		}
@@ -245,6 +257,9 @@ func validate(opts Options, probes []string) error {
 		if opts.Size < int64(opts.BlockSize) {
 			return fmt.Errorf("--size %d is smaller than one --block-size %d write", opts.Size, opts.BlockSize)
 		}
+	}
+	if slices.Contains(probes, ProbeCommit) && opts.Commits <= 0 {
+		return errors.New("--commits must be positive")
 	}
 	if slices.Contains(probes, ProbeRandread) && opts.Duration <= 0 {
 		return errors.New("--duration must be positive")
@@ -405,6 +420,7 @@ func (r *runner) runSeqread(ctx context.Context, src *probe.ReadSource) error {
 // judge gives the verdict and the remarks.
 func (rep *Report) judge() {
 	rep.judgeFsync()
+	rep.judgeCommit()
 	rep.judgeLoad()
 	if rr := rep.Randread; rr != nil {
 		if msg, ok := rr.CPU.note("random read"); ok {
@@ -420,10 +436,11 @@ func (rep *Report) judgeFsync() {
 		return
 	}
 	th := rep.Threshold
-	rep.Verdict = Pass
+	f.Verdict = Pass
 	if f.Fdatasync.P99 >= th {
-		rep.Verdict = Fail
+		f.Verdict = Fail
 	}
+	rep.Verdict = f.Verdict
 	warn := func(format string, args ...any) { rep.Warnings = append(rep.Warnings, fmt.Sprintf(format, args...)) }
 	if f.Fdatasync.P999 > th {
 		warn("fdatasync p99.9 %s is above the %s threshold: about 1 WAL sync in 1000 is that slow", FormatDuration(f.Fdatasync.P999), th)

@@ -22,6 +22,10 @@ func (r *Report) WriteText(w io.Writer) error {
 			f.Ops, f.BlockSize, bytesize.Approx(int64(f.Ops)*int64(f.BlockSize)), formatSeconds(f.Elapsed), f.WritesPerSecond)
 		latencyTable(&b, []string{"fdatasync", "write"}, []Latency{f.Fdatasync, f.Write})
 	}
+	if c := r.Commit; c != nil {
+		b.WriteString(c.section())
+		latencyTable(&b, []string{"commit"}, []Latency{c.Commit})
+	}
 	if rr := r.Randread; rr != nil {
 		fmt.Fprintf(&b, "\nrandread: %d ops of %d B O_DIRECT read at random offsets, queue depth 1, in %s, %.0f reads/s\n",
 			rr.Ops, RandreadBlock, formatSeconds(rr.Elapsed), rr.ReadsPerSecond)
@@ -35,15 +39,22 @@ func (r *Report) WriteText(w io.Writer) error {
 		l.table(&b)
 	}
 	b.WriteString("\n")
-	switch r.Verdict {
-	case Pass:
+	// One line per verdict, the WAL's then the backend's; the exit status is FAIL when
+	// either is.
+	switch f := r.Fsync; {
+	case f == nil:
+	case f.Verdict == Pass:
 		fmt.Fprintf(&b, "PASS  fdatasync p99 %s < %s: good enough for etcd's WAL (etcd wants p99 wal_fsync under 10ms)\n",
-			FormatDuration(r.Fsync.Fdatasync.P99), r.Threshold)
-	case Fail:
-		fmt.Fprintf(&b, "FAIL  fdatasync p99 %s >= %s: too slow for etcd's WAL (etcd wants p99 wal_fsync under 10ms)\n",
-			FormatDuration(r.Fsync.Fdatasync.P99), r.Threshold)
+			FormatDuration(f.Fdatasync.P99), r.Threshold)
 	default:
-		b.WriteString("no verdict: the fsync probe did not run (etcd's verdict is on fdatasync latency)\n")
+		fmt.Fprintf(&b, "FAIL  fdatasync p99 %s >= %s: too slow for etcd's WAL (etcd wants p99 wal_fsync under 10ms)\n",
+			FormatDuration(f.Fdatasync.P99), r.Threshold)
+	}
+	if c := r.Commit; c != nil {
+		b.WriteString(c.verdictLine())
+	}
+	if r.Fsync == nil && r.Commit == nil {
+		b.WriteString("no verdict: neither the fsync nor the commit probe ran (etcd's verdicts are on fdatasync and commit latency)\n")
 	}
 	if l := r.Load; l != nil {
 		fmt.Fprintf(&b, "      %s\n", l.besideVerdict())
@@ -127,6 +138,7 @@ type jsonReport struct {
 
 type jsonProbes struct {
 	Fsync    *jsonFsync    `json:"fsync,omitempty"`
+	Commit   *jsonCommit   `json:"commit,omitempty"`
 	Randread *jsonRandread `json:"randread,omitempty"`
 	Seqread  *jsonSeqread  `json:"seqread,omitempty"`
 }
@@ -138,6 +150,7 @@ type jsonFsync struct {
 	WritesPerSecond  float64 `json:"writes_per_second"`
 	FdatasyncSeconds Latency `json:"fdatasync_seconds"`
 	WriteSeconds     Latency `json:"write_seconds"`
+	Verdict          Verdict `json:"verdict"`
 }
 
 type jsonRandread struct {
@@ -170,7 +183,10 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	}
 	if f := r.Fsync; f != nil {
 		out.Probes.Fsync = &jsonFsync{Ops: f.Ops, BlockSizeBytes: f.BlockSize, DurationSeconds: f.Elapsed.Seconds(),
-			WritesPerSecond: f.WritesPerSecond, FdatasyncSeconds: f.Fdatasync, WriteSeconds: f.Write}
+			WritesPerSecond: f.WritesPerSecond, FdatasyncSeconds: f.Fdatasync, WriteSeconds: f.Write, Verdict: f.Verdict}
+	}
+	if c := r.Commit; c != nil {
+		out.Probes.Commit = c.json()
 	}
 	if rr := r.Randread; rr != nil {
 		out.Probes.Randread = &jsonRandread{Ops: rr.Ops, BlockSizeBytes: RandreadBlock, DurationSeconds: rr.Elapsed.Seconds(),
@@ -194,10 +210,13 @@ var DocumentedJSONFields = func() [][]string {
 		{"profile"}, {"path"}, {"device"}, {"device", "name"}, {"device", "disk"}, {"device", "model"}, {"device", "serial"}, {"device", "rotational"},
 		{"verdict"}, {"threshold_seconds"}, {"warnings"},
 		{"probes", "fsync", "ops"}, {"probes", "fsync", "block_size_bytes"}, {"probes", "fsync", "duration_seconds"}, {"probes", "fsync", "writes_per_second"},
+		{"probes", "fsync", "verdict"},
+		{"probes", "commit", "ops"}, {"probes", "commit", "pages_per_commit"}, {"probes", "commit", "page_size_bytes"}, {"probes", "commit", "file_size_bytes"},
+		{"probes", "commit", "duration_seconds"}, {"probes", "commit", "commits_per_second"}, {"probes", "commit", "verdict"}, {"probes", "commit", "threshold_seconds"},
 		{"probes", "randread", "ops"}, {"probes", "randread", "block_size_bytes"}, {"probes", "randread", "duration_seconds"}, {"probes", "randread", "reads_per_second"},
 		{"probes", "seqread", "bytes"}, {"probes", "seqread", "block_size_bytes"}, {"probes", "seqread", "duration_seconds"}, {"probes", "seqread", "bytes_per_second"},
 	}
-	for _, lat := range [][]string{{"probes", "fsync", "fdatasync_seconds"}, {"probes", "fsync", "write_seconds"}, {"probes", "randread", "read_seconds"}} {
+	for _, lat := range [][]string{{"probes", "fsync", "fdatasync_seconds"}, {"probes", "fsync", "write_seconds"}, {"probes", "commit", "commit_seconds"}, {"probes", "randread", "read_seconds"}} {
 		for _, stat := range []string{"min", "p50", "p90", "p99", "p99.9", "max", "mean", "stddev"} {
 			fields = append(fields, append(append([]string{}, lat...), stat))
 		}

@@ -6,6 +6,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 // Budget is a target's hard rate limit: token buckets on operations per second and bytes
@@ -48,6 +49,9 @@ func largestBlock(t *config.Target) int {
 		// Preparation writes the read probe file in 1 MiB blocks.
 		if t.Kind == config.KindDirectory && config.LookupProbe(name).ReadsSource {
 			n = max(n, 1<<20)
+		}
+		if name == config.ProbeCommit {
+			n = max(n, probe.CommitFillBlock) // its file is filled once in blocks of this size
 		}
 	}
 	return int(n)

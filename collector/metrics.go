@@ -57,7 +57,7 @@ type Metrics struct {
 // Skip reasons of diskprobe_probe_skipped_total.
 const (
 	SkipInflight     = "inflight"       // the previous round of the probe had not finished
-	SkipPreparing    = "preparing"      // the read probe file is still being written
+	SkipPreparing    = "preparing"      // the read probe file, or the commit probe's, is still being written
 	SkipLowFreeSpace = "low_free_space" // free space under limits.min_free
 )
 

@@ -125,3 +125,15 @@ func (w *worker) readProbe() *probeRun {
 	}
 	return w.r.probes[0]
 }
+
+// fillingOwn settles a round of a probe that fills a file of its own (commit) and has not
+// finished it: the round wrote one step and is counted skipped once, at the first step;
+// its next step runs as soon as no round is due (worker.next).
+func (w *worker) fillingOwn(pr *probeRun) {
+	if !pr.filling {
+		pr.filling = true
+		pr.skip(SkipPreparing)
+		w.r.logger.Info("preparing the probe file", "probe", pr.name)
+	}
+	w.filling = append(w.filling, pr)
+}

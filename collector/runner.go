@@ -98,6 +98,9 @@ type probeRun struct {
 	// round over, the worker clears it when the round ends.
 	pending atomic.Bool
 	status  probeStatus
+	// filling: the probe's file of its own is being filled (worker.fillingOwn); the
+	// worker's alone.
+	filling bool
 }
 
 // probeStatus is how a probe's rounds end, for /-/ready (brokenBy): the worker writes it.

@@ -502,3 +502,53 @@ func TestCPUWaitSeriesIsAbsentWhereTheKernelDoesNotReportIt(t *testing.T) {
 		}
 	}
 }
+
+// The commit probe fills its file of its own in steps, between rounds, as the read probe
+// file is: its first scheduled round is skipped once as preparing, and it commits as soon
+// as the file is full, not an interval per step later. Its histogram and its own load
+// counters (every write and fdatasync, the filling included) are the probe's.
+func TestCommitRoundSkippedWhileItsFileFillsRunsOnceItIsFull(t *testing.T) {
+	clock := newFakeClock()
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	c := config.Default(config.ProbeCommit)
+	c.Interval, c.FileSize, c.Ops = time.Hour, 20<<20, 3
+	tg := config.Target{Name: "data", Path: t.TempDir(), Kind: config.KindDirectory, Probe: map[string]*config.ProbeConfig{config.ProbeCommit: &c}, Limits: config.DefaultLimits}
+	tg.Limits.MinFree = 0
+	r := testRunner(tg, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r.start()
+	defer stopWithin(r, 5*time.Second)
+
+	clock.Advance(t, 2*time.Second, 100*time.Millisecond, 1)
+	runs := func() float64 { return testutil.ToFloat64(m.runs.WithLabelValues("data", "commit")) }
+	deadline := time.Now().Add(30 * time.Second) // real time for 20 MiB at 50 MiB/s; the clock stands still
+	for runs() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	skipped := testutil.ToFloat64(m.skipped.WithLabelValues("data", "commit", SkipPreparing))
+	if skipped != 1 || runs() != 1 {
+		t.Fatalf("commit: %v rounds skipped as preparing, %v run with the clock held; want one skipped, then the round run once the file was full", skipped, runs())
+	}
+	if errs := testutil.ToFloat64(m.errors.WithLabelValues("data", "commit")); errs != 0 {
+		t.Errorf("%v failed rounds", errs)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commits uint64
+	for _, f := range families {
+		if f.GetName() == "diskprobe_commit_duration_seconds" {
+			for _, s := range f.GetMetric() {
+				commits += s.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if commits != 3 {
+		t.Errorf("diskprobe_commit_duration_seconds counted %d commits, want the round's 3", commits)
+	}
+	wantOps := float64((20<<20-probe.HeaderSize+probe.CommitFillBlock-1)/probe.CommitFillBlock + 3*(c.Pages+3))
+	if ops := testutil.ToFloat64(m.ioOps.WithLabelValues("data", "commit")); ops != wantOps {
+		t.Errorf("%v operations counted, want %v: the filling's writes and three commits' writes and fdatasyncs", ops, wantOps)
+	}
+}

@@ -25,9 +25,13 @@ type worker struct {
 	fs     filesystemPin // a directory target's filesystem at start
 	disk   *disk         // shared by the targets on the same disk
 
-	probers     []probe.Prober  // by probe index, built by the probe's first round
-	lastErr     []string        // by probe index: the error last logged, "" since a success
-	reads       sharedReads     // the read probes' file or device, and its preparation
+	probers []probe.Prober // by probe index, built by the probe's first round
+	lastErr []string       // by probe index: the error last logged, "" since a success
+	reads   sharedReads    // the read probes' file or device, and its preparation
+	// filling are the probes that fill a file of their own in steps (commit), whose last
+	// round returned ErrNotPrepared: their next step runs between rounds, as the read
+	// file's do, not an interval later.
+	filling     []*probeRun
 	noticed     map[string]bool // notices from the probes, logged once each
 	contextMark contextMark     // where device context was last published
 }
@@ -47,6 +51,19 @@ func (w *worker) next() *probeRun {
 	for r.ctx.Err() == nil {
 		if pr := f.nextWaiting(); pr != nil {
 			return pr
+		}
+		if len(w.filling) > 0 {
+			select {
+			case pr := <-r.work:
+				return pr
+			default:
+			}
+			pr := w.filling[0]
+			w.filling = w.filling[1:]
+			if pr.pending.CompareAndSwap(false, true) { // else a round is queued already
+				return pr
+			}
+			continue
 		}
 		if !f.unfinished() {
 			select {
@@ -118,7 +135,12 @@ func (w *worker) round(pr *probeRun) {
 		return // shutting down
 	}
 	w.account(pr, res)
+	if !errors.Is(err, probe.ErrNotPrepared) {
+		pr.filling = false
+	}
 	switch {
+	case errors.Is(err, probe.ErrNotPrepared) && !config.LookupProbe(pr.name).ReadsSource:
+		w.fillingOwn(pr)
 	case errors.Is(err, probe.ErrNotPrepared):
 		w.notPrepared(pr)
 	case errors.Is(err, probe.ErrLowFreeSpace):

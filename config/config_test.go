@@ -59,6 +59,14 @@ func TestBadConfigsNameFileLineAndField(t *testing.T) {
 		{"fsync file too small", "targets:\n  - name: a\n    path: /tmp\n    fsync: {file_size: 4KiB}\n", `diskprobe.yml:4: targets[0].fsync.file_size: must hold the 4KiB header and at least one block_size (2300), got 4KiB`},
 		{"block larger than bytes", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 1MiB, block_size: 2MiB}\n", `diskprobe.yml:4: targets[0].seqread.block_size: must not exceed bytes (1MiB), got 2MiB`},
 		{"block size over cap", "targets:\n  - name: a\n    path: /tmp\n    seqread: {bytes: 1GiB, block_size: 128MiB}\n", `diskprobe.yml:4: targets[0].seqread.block_size: must be at most 64MiB, got 128MiB`},
+		{"commit pages zero", "targets:\n  - name: a\n    path: /tmp\n    commit: {pages: 0}\n", `diskprobe.yml:4: targets[0].commit.pages: must be between 1 and 1000000, got 0`},
+		{"commit pages not a number", "targets:\n  - name: a\n    path: /tmp\n    commit: {pages: ten}\n", `diskprobe.yml:4: targets[0].commit.pages: expected a whole number, got "ten"`},
+		{"commit pages over cap", "targets:\n  - name: a\n    path: /tmp\n    commit:\n      pages: 5000\n", `diskprobe.yml:5: targets[0].commit.pages: must be at most 1024, got 5000`},
+		{"commit file too small", "targets:\n  - name: a\n    path: /tmp\n    commit:\n      interval: 15s\n      file_size: 64KiB\n", `diskprobe.yml:6: targets[0].commit.file_size: must hold the header, two meta pages and 10 pages of up to 64KiB each (832KiB), got 64KiB`},
+		{"commit zero ops", "targets:\n  - name: a\n    path: /tmp\n    commit: {ops: 0}\n", `diskprobe.yml:4: targets[0].commit.ops: must be between 1 and 1000000, got 0`},
+		{"commit interval under 1s", "targets:\n  - name: a\n    path: /tmp\n    commit: {interval: 10ms}\n", `diskprobe.yml:4: targets[0].commit.interval: must be at least 1s, got 10ms`},
+		{"commit block_size", "targets:\n  - name: a\n    path: /tmp\n    commit: {block_size: 4KiB}\n", `diskprobe.yml:4: targets[0].commit: unknown field "block_size"`},
+		{"pages on fsync", "targets:\n  - name: a\n    path: /tmp\n    fsync: {pages: 3}\n", `diskprobe.yml:4: targets[0].fsync: unknown field "pages"`},
 		{"zero iops", "targets:\n  - name: a\n    path: /tmp\n    limits: {iops: 0}\n", `diskprobe.yml:4: targets[0].limits.iops: must be greater than 0, got 0`},
 		{"iops not a number", "targets:\n  - name: a\n    path: /tmp\n    limits: {iops: fast}\n", `diskprobe.yml:4: targets[0].limits.iops: expected a number of operations per second, got "fast"`},
 		{"zero bandwidth", "targets:\n  - name: a\n    path: /tmp\n    limits: {bandwidth: 0}\n", `diskprobe.yml:4: targets[0].limits.bandwidth: must be greater than 0`},
@@ -118,6 +126,22 @@ func TestSizesAndDurationsParse(t *testing.T) {
 	}
 }
 
+// The commit probe is opt-in: a target that names no probes does not get it, and `commit:`
+// with nothing after it turns it on with the defaults.
+func TestCommitProbeIsOptIn(t *testing.T) {
+	cfg, err := Parse([]byte("targets:\n  - name: a\n    path: /tmp\n  - name: b\n    path: /var\n    commit:\n"), "x.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Targets[0].probesFor(KindDirectory)[ProbeCommit]; got != nil {
+		t.Errorf("a target naming no probes runs commit: %+v", *got)
+	}
+	got := cfg.Targets[1].Probe[ProbeCommit]
+	if want := (ProbeConfig{Interval: 15 * time.Second, Ops: 10, Pages: 10, FileSize: 128 * MiB}); got == nil || *got != want {
+		t.Errorf("`commit:` gave %+v, want %+v", got, want)
+	}
+}
+
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{"2300": 2300, "4KiB": 4096, "64MiB": 64 << 20, "1GiB": 1 << 30, "1TiB": 1 << 40, "10 MiB": 10 << 20, "512B": 512} {
 		if got, err := ParseSize(in); err != nil || got != want {
@@ -164,6 +188,7 @@ func TestAProbeTakesExactlyTheFieldsItHasADefaultFor(t *testing.T) {
 		{"bytes", "7MiB", func(c *ProbeConfig) any { return &c.Bytes }, func(c *ProbeConfig) { c.Bytes = 7 * MiB }},
 		{"block_size", "8KiB", func(c *ProbeConfig) any { return &c.BlockSize }, func(c *ProbeConfig) { c.BlockSize = 8 * KiB }},
 		{"file_size", "7MiB", func(c *ProbeConfig) any { return &c.FileSize }, func(c *ProbeConfig) { c.FileSize = 7 * MiB }},
+		{"pages", "7", func(c *ProbeConfig) any { return &c.Pages }, func(c *ProbeConfig) { c.Pages = 7 }},
 	}
 	if n := reflect.TypeOf(ProbeConfig{}).NumField(); n != len(fields) {
 		t.Fatalf("ProbeConfig has %d fields, this test knows %d", n, len(fields))

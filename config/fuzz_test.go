@@ -9,7 +9,7 @@ import (
 // FuzzParse feeds arbitrary bytes to the parser: it must never panic, and every error
 // must be located in the file.
 func FuzzParse(f *testing.F) {
-	f.Add([]byte("targets:\n  - name: etcd\n    path: /var/lib/etcd\n    fsync: {interval: 15s, ops: 20, block_size: 2300, file_size: 64MiB}\n    randread: {interval: 15s, ops: 20, block_size: 4KiB, file_size: 256MiB}\n    seqread: {interval: 10m, bytes: 64MiB, block_size: 1MiB}\n    seqwrite: {interval: 1h, bytes: 64MiB, block_size: 1MiB}\n    limits: {iops: 100, bandwidth: 20MiB, timeout: 30s, min_free: 1GiB}\n"))
+	f.Add([]byte("targets:\n  - name: etcd\n    path: /var/lib/etcd\n    fsync: {interval: 15s, ops: 20, block_size: 2300, file_size: 64MiB}\n    randread: {interval: 15s, ops: 20, block_size: 4KiB, file_size: 256MiB}\n    seqread: {interval: 10m, bytes: 64MiB, block_size: 1MiB}\n    seqwrite: {interval: 1h, bytes: 64MiB, block_size: 1MiB}\n    commit: {interval: 15s, ops: 10, pages: 10, file_size: 128MiB}\n    limits: {iops: 100, bandwidth: 20MiB, timeout: 30s, min_free: 1GiB}\n"))
 	f.Add([]byte("targets:\n  - name: nvme\n    path: /dev/nvme0n1\n"))
 	f.Add([]byte("targets: []\n"))
 	f.Add([]byte("targets:\n  - &a {name: x, path: /tmp}\n  - *a\n"))

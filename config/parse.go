@@ -317,6 +317,10 @@ func (p *parser) probeFields(n *yaml.Node, field string, c *ProbeConfig, takes P
 			if s, ok := p.size(val, f); ok {
 				c.FileSize = s
 			}
+		case key == "pages" && takes.Pages != 0:
+			if i, ok := p.count(val, f); ok {
+				c.Pages = i
+			}
 		default:
 			return false
 		}

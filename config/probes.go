@@ -13,6 +13,7 @@ const (
 	ProbeRandread = "randread"
 	ProbeSeqread  = "seqread"
 	ProbeSeqwrite = "seqwrite"
+	ProbeCommit   = "commit"
 )
 
 // ProbeKind is the config side of a probe kind: its key, what it does to a target and the
@@ -71,7 +72,31 @@ var ProbeKinds = []*ProbeKind{
 		Name: ProbeSeqwrite, Writes: true, DirectIO: true, Defaults: defaultSeqwrite,
 		Check: blockWithinBytes,
 	},
+	{
+		// etcd's backend commit: scattered page writes, fdatasync, meta page, fdatasync.
+		Name: ProbeCommit, Writes: true, Defaults: defaultCommit,
+		Check: func(c *ProbeConfig) (string, string) {
+			if c.Pages > MaxCommitPages {
+				return "pages", fmt.Sprintf("must be at most %d, got %d", MaxCommitPages, c.Pages)
+			}
+			// The header and two meta pages, then the data pages, of at most 64 KiB each
+			// (bbolt's page size is the machine's, os.Getpagesize(): 4 KiB on x86-64,
+			// up to 64 KiB on arm64 and ppc64le kernels).
+			if need := 3*commitMaxPage + int64(c.Pages)*commitMaxPage; c.FileSize < need {
+				return "file_size", fmt.Sprintf("must hold the header, two meta pages and %d pages of up to %s each (%s), got %s",
+					c.Pages, FormatSize(commitMaxPage), FormatSize(need), FormatSize(c.FileSize))
+			}
+			return "", ""
+		},
+	},
 }
+
+// MaxCommitPages is the most pages a commit of the commit probe may write: its buffers
+// hold them all.
+const MaxCommitPages = 1024
+
+// commitMaxPage is the largest page size a machine may give bbolt.
+const commitMaxPage = 64 * KiB
 
 // ProbeConfig is one probe's settings; a kind uses the fields its Defaults set.
 type ProbeConfig struct {
@@ -80,6 +105,7 @@ type ProbeConfig struct {
 	Bytes     int64
 	BlockSize int64
 	FileSize  int64
+	Pages     int // the commit probe's pages per commit
 }
 
 func blockWithinBytes(c *ProbeConfig) (string, string) {

@@ -23,7 +23,7 @@ const headerMagic = "diskprobe_exporter probe file v1\n"
 
 // Header is what a probe file says about itself in its first block.
 type Header struct {
-	Kind     string // fsync, read, seqwrite
+	Kind     string // fsync, read, seqwrite, commit
 	Size     int64
 	Prepared bool // the whole file has been written and checked for holes
 }

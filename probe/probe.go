@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Phase is which system call a Sample timed.
+// Phase is which system call, or run of calls, a Sample timed.
 type Phase uint8
 
 // The timed system calls.
@@ -20,6 +20,7 @@ const (
 	PhaseWrite     Phase = iota // write(2) of the fsync probe, before its fdatasync
 	PhaseFdatasync              // fdatasync(2) of the fsync probe
 	PhaseRead                   // one pread(2) of the randread probe
+	PhaseCommit                 // one whole commit of the commit probe: its page writes, fdatasync, meta page write, fdatasync
 )
 
 // Sample is one timed system call.

@@ -115,8 +115,10 @@ func measureEtcd(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, window
 
 	// The one-shot verdicts on the same filesystem, one after the other, nothing else running.
 	bin := testenv.Binary(t)
-	d.CheckCommand = fmt.Sprintf("diskprobe_exporter check --size=%s --probe-dir=%s %s", checkSize, beside, data)
-	d.CheckTime, d.CheckIO, d.CheckVerdict = timedOnDevice(t, dev, cg, bin, "check", "--size="+checkSize, "--probe-dir="+beside, data)
+	// The WAL's job alone: etcdctl check perf judges the WAL's fsyncs; the commit job is
+	// compared with etcd's backend_commit in commit_test.go.
+	d.CheckCommand = fmt.Sprintf("diskprobe_exporter check --probes=fsync --size=%s --probe-dir=%s %s", checkSize, beside, data)
+	d.CheckTime, d.CheckIO, d.CheckVerdict = timedOnDevice(t, dev, cg, bin, "check", "--probes=fsync", "--size="+checkSize, "--probe-dir="+beside, data)
 	d.CheckPerfCmd = "etcdctl check perf --load=s"
 	d.CheckPerfTime, d.CheckPerfIO, d.CheckPerfResult = timedOnDevice(t, dev, nil, "etcdctl", "--endpoints="+etcd.ClientURL, "check", "perf", "--load=s")
 	t.Logf("%s: check %s in %v; etcdctl check perf %s in %v", name, d.CheckVerdict, d.CheckTime, d.CheckPerfResult, d.CheckPerfTime)

@@ -76,6 +76,7 @@ func TestBenchReport(t *testing.T) {
 	ok = ok && t.Run("prometheus", func(t *testing.T) { rep.PromScrape = measurePrometheusScrape(t, 80*time.Second) })
 	ok = ok && t.Run("queue", func(t *testing.T) { rep.Queue = measureQueue(t) })
 	ok = ok && t.Run("etcd", func(t *testing.T) { rep.Etcd = measureEtcdDisks(t, dir, 3*time.Minute) })
+	ok = ok && t.Run("commit", func(t *testing.T) { rep.Commit = measureCommit(t, dir, 3*time.Minute) })
 	if !ok {
 		t.FailNow()
 	}

@@ -14,7 +14,7 @@ import (
 // either without a key here fails TestConfigurationReferenceIsTheCode, so that the
 // reference cannot miss it.
 var (
-	probeFieldKeys = map[string]string{"Interval": "interval", "Ops": "ops", "Bytes": "bytes", "BlockSize": "block_size", "FileSize": "file_size"}
+	probeFieldKeys = map[string]string{"Interval": "interval", "Ops": "ops", "Bytes": "bytes", "BlockSize": "block_size", "FileSize": "file_size", "Pages": "pages"}
 	limitKeys      = map[string]string{"IOPS": "iops", "Bandwidth": "bandwidth", "Timeout": "timeout", "MinFree": "min_free"}
 	// targetKeys are the keys of a target that are neither a probe nor limits (config/parse.go).
 	targetKeys = []string{"name", "path", "probe_dir"}

@@ -57,11 +57,12 @@ func TestMetricsReferenceIsWhatTheExporterExposes(t *testing.T) {
     randread: {interval: 1s, ops: 2, file_size: 1MiB}
     seqread:  {interval: 1s, bytes: 1MiB}
     seqwrite: {interval: 1s, bytes: 1MiB}
+    commit:   {interval: 1s, ops: 2, file_size: 2MiB}
     limits:   {min_free: 1MiB}
 `, t.TempDir()))
 	e := framework.StartExporter(t, cfg)
 	families := framework.WaitMetric(t, e, 30*time.Second, "a sample of every probe", func(f map[string]*dto.MetricFamily) bool {
-		for _, name := range []string{"diskprobe_fdatasync_duration_seconds", "diskprobe_read_duration_seconds", "diskprobe_sequential_bytes_total"} {
+		for _, name := range []string{"diskprobe_fdatasync_duration_seconds", "diskprobe_read_duration_seconds", "diskprobe_sequential_bytes_total", "diskprobe_commit_duration_seconds"} {
 			if _, ok := f[name]; !ok {
 				return false
 			}

@@ -81,9 +81,10 @@ func TestInterruptedCallsAreNotProbeErrors(t *testing.T) {
     randread: {interval: 1s, ops: 2, file_size: 4MiB}
     seqread: {interval: 1s, bytes: 1MiB, block_size: 256KiB}
     seqwrite: {interval: 1s, bytes: 1MiB, block_size: 256KiB}
+    commit: {interval: 1s, ops: 2, pages: 3, file_size: 2MiB}
     limits: {timeout: 10s, min_free: 1MiB}
 `, h.Dir))
-	probes := []string{"fsync", "randread", "seqread", "seqwrite"}
+	probes := []string{"fsync", "randread", "seqread", "seqwrite", "commit"}
 	e := framework.StartExporter(t, cfg)
 	framework.WaitMetric(t, e, 30*time.Second, "a round of every probe", func(f families) bool {
 		for _, p := range probes {

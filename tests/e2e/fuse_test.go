@@ -305,6 +305,7 @@ func TestEveryHungCallIsReportedStuck(t *testing.T) {
 		randread = "randread: {interval: 1s, ops: 4, file_size: 4MiB}"
 		seqread  = "seqread: {interval: 1s, bytes: 1MiB, block_size: 256KiB}"
 		seqwrite = "seqwrite: {interval: 1s, bytes: 1MiB, block_size: 256KiB}"
+		commit   = "commit: {interval: 1s, ops: 2, pages: 3, file_size: 2MiB}"
 		noFloor  = "limits: {timeout: 2s, min_free: 0}"
 		floor    = "limits: {timeout: 2s, min_free: 1KiB}"
 	)
@@ -323,6 +324,9 @@ func TestEveryHungCallIsReportedStuck(t *testing.T) {
 		{name: "seqwrite/write", probe: "seqwrite", probes: seqwrite, limits: noFloor, ops: []string{testenv.OpWrite}},
 		{name: "seqwrite/fdatasync", probe: "seqwrite", probes: seqwrite, limits: noFloor, ops: []string{testenv.OpFsync}},
 		{name: "seqwrite/statfs of the free-space floor", probe: "seqwrite", probes: seqwrite, limits: floor, ops: []string{testenv.OpStatfs}},
+		{name: "commit/write", probe: "commit", probes: commit, limits: noFloor, ops: []string{testenv.OpWrite}},
+		{name: "commit/fdatasync", probe: "commit", probes: commit, limits: noFloor, ops: []string{testenv.OpFsync}},
+		{name: "commit/statfs of the free-space floor", probe: "commit", probes: commit, limits: floor, ops: []string{testenv.OpStatfs}},
 	}
 	// The read probe file's preparation: 128 MiB at 8 MiB/s, held once it is under way,
 	// and again (for SIGTERM) before it is done.

@@ -74,7 +74,7 @@ func TestTmpfsTargetRefusedAtConfigLoad(t *testing.T) {
 // fdatasyncs in tens of microseconds every round, a healthy disk that does not exist.
 func TestWriteProbesRefusedOnTmpfsWithWordsAboutFdatasync(t *testing.T) {
 	dir := mountTmpfs(t)
-	for _, probe := range []string{"fsync", "seqwrite"} {
+	for _, probe := range []string{"fsync", "seqwrite", "commit"} {
 		t.Run(probe, func(t *testing.T) {
 			cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: ok
@@ -160,7 +160,7 @@ func TestConfigCheckReportsEveryErrorOfTheFileAtOnce(t *testing.T) {
 
 func TestWriteProbesRefusedOnABlockDevice(t *testing.T) {
 	dev := testenv.LoopDevice(t, 16*mib)
-	for _, probe := range []string{"fsync", "seqwrite"} {
+	for _, probe := range []string{"fsync", "seqwrite", "commit"} {
 		t.Run(probe, func(t *testing.T) {
 			cfg := framework.WriteConfig(t, fmt.Sprintf(`targets:
   - name: raw

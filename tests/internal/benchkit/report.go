@@ -25,6 +25,8 @@ type Report struct {
 	PromScrape []*PromScrape
 	// Etcd: our fdatasync against a live etcd's own wal_fsync, per disk.
 	Etcd []*EtcdDisk
+	// Commit: our commit probe against a live etcd's backend_commit and bbolt.
+	Commit *Commit
 	// Queue: check's queue-depth jobs against fio's libaio, and the sweep's time.
 	Queue *Queue
 	Hot   *HotPaths
@@ -425,6 +427,9 @@ func (r *Report) Markdown() string {
 	}
 	if len(r.Etcd) > 0 {
 		r.etcdMarkdown(w)
+	}
+	if r.Commit != nil {
+		r.Commit.markdown(w)
 	}
 	return b.String()
 }

@@ -26,3 +26,28 @@ func TestEtcdSectionIsSplicedBetweenItsMarkersOnly(t *testing.T) {
 		t.Error("a report without the markers was accepted")
 	}
 }
+
+func TestCommitSectionIsAddedAfterTheEtcdOneThenReplaced(t *testing.T) {
+	d := &EtcdCommitDisk{Name: "disk", Window: time.Minute, PutRate: 100, EtcdP99: 0.004, OurP99: 0.0045, EtcdVerdictOK: true, OurVerdictOK: true,
+		EtcdShares: make([]float64, len(EtcdEdges)), OurShares: make([]float64, len(EtcdEdges)), CheckVerdict: "PASS x"}
+	c := &Commit{Date: time.Now(), Disks: []*EtcdCommitDisk{d}, Cost: &CommitCost{Rounds: 10, Interval: 15 * time.Second, Busy: 100 * time.Millisecond}}
+	doc := "before\n" + etcdBegin + "\netcd figures\n" + etcdEnd + "\nafter\n"
+	added, err := c.SpliceCommit(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(added, "before\n"+etcdBegin+"\netcd figures\n"+etcdEnd+"\n\n"+commitBegin) || !strings.HasSuffix(added, commitEnd+"\nafter\n") {
+		t.Errorf("commit section not added after the etcd one:\n%s", added)
+	}
+	d.OurP99 = 0.1
+	replaced, err := c.SpliceCommit(added)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(replaced, commitBegin) != 1 || !strings.Contains(replaced, "100.0 ms vs etcd") || strings.Contains(replaced, "4.5 ms vs etcd") {
+		t.Errorf("commit section not replaced:\n%s", replaced)
+	}
+	if _, err := c.SpliceCommit("no markers"); err == nil {
+		t.Error("a report without the etcd section was accepted")
+	}
+}
