@@ -60,6 +60,7 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
     randread: {interval: 1s, ops: 10, block_size: 4KiB, file_size: 16MiB}
     seqread:  {interval: 2s, bytes: 4MiB, block_size: 1MiB}
     seqwrite: {interval: 2s, bytes: 4MiB, block_size: 1MiB}
+    commit:   {interval: 1s, ops: 10, pages: 10, file_size: 8MiB}
     limits:   {timeout: 30s, min_free: 0}
   - name: plain
     path: %s
