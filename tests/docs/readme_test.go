@@ -335,7 +335,9 @@ func TestTheReadmesCheckCommandRuns(t *testing.T) {
 		t.Fatal("README.md shows no check verdict (a console block running diskprobe_exporter check)")
 	}
 	// Columns are aligned to this run's figures, so runs of spaces compare as one.
-	squeeze := func(s string) string { return regexp.MustCompile(`[ \t]+`).ReplaceAllString(strings.TrimLeft(s, " "), " ") }
+	squeeze := func(s string) string {
+		return regexp.MustCompile(`[ \t]+`).ReplaceAllString(strings.TrimLeft(s, " "), " ")
+	}
 	var lines []string
 	for _, l := range strings.Split(string(out), "\n") {
 		lines = append(lines, squeeze(l))
