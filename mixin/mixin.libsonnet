@@ -17,6 +17,8 @@ local defaultSelector = 'job=~".*diskprobe.*"';
 local defaultRunbook = 'https://github.com/diskprobe/diskprobe_exporter/blob/main/docs/runbook.md';
 // The labels that make a group of peers in the shipped rules (the diskprobe.peers group).
 local defaultPeerGroupLabels = 'job, cluster, target';
+// The label matcher that makes a series a member of a group of peers in the shipped rules.
+local defaultPeerGroupSelector = 'cluster!=""';
 
 {
   _config+:: {
@@ -32,6 +34,10 @@ local defaultPeerGroupLabels = 'job, cluster, target';
     // the group's figure out when those are not its labels. The target dashboard's peer panels
     // follow it.
     peerGroupLabels: defaultPeerGroupLabels,
+    // Which series are members of a group of peers, a PromQL label matcher: by default those with
+    // a non-empty cluster label (no label, no group: never one fleet-wide group), e.g.
+    // 'target="etcd"' when one job's etcd targets are one cluster, 'namespace!=""'.
+    peerGroupSelector: defaultPeerGroupSelector,
     // Where each alert's runbook_url points: the runbook's URL, the alert's anchor appended,
     // e.g. 'https://git.example.com/ops/diskprobe/runbook.md' for a copy on your own wiki or Git
     // host (the runbook also ships in the .deb/.rpm as /usr/share/doc/diskprobe-exporter/runbook.md).
@@ -41,7 +47,7 @@ local defaultPeerGroupLabels = 'job, cluster, target';
   local cfg = self._config,
   local isAlert(r) = std.objectHas(r, 'alert'),
   local rule(r) =
-    r { expr: std.strReplace(std.strReplace(r.expr, defaultSelector, cfg.diskprobeSelector), defaultPeerGroupLabels, cfg.peerGroupLabels) }
+    r { expr: std.strReplace(std.strReplace(std.strReplace(r.expr, defaultSelector, cfg.diskprobeSelector), defaultPeerGroupLabels, cfg.peerGroupLabels), defaultPeerGroupSelector, cfg.peerGroupSelector) }
     + (if isAlert(r) && std.objectHas(cfg.alertFor, r.alert) then { 'for': cfg.alertFor[r.alert] } else {})
     + (if isAlert(r) && std.length(cfg.alertLabels) > 0 then { labels+: cfg.alertLabels } else {})
     + (if isAlert(r) && std.objectHas(r, 'annotations') && std.objectHas(r.annotations, 'runbook_url') then

@@ -541,3 +541,39 @@ func TestChartValuesAreInTheReadme(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerGroupsOnlyWhereALabelSaysSo: by default a series is a member of a group of peers only
+// with a non-empty cluster label, so the default install (the same target on every node) makes
+// no fleet-wide group; the etcd preset's members are its etcd target (control planes only).
+func TestPeerGroupsOnlyWhereALabelSaysSo(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		files     []string
+		want, not string
+	}{
+		{"defaults", nil, `cluster!=""`, `target="etcd"`},
+		{"etcd preset", []string{chartDir + "/values-etcd.yaml"}, `target="etcd"`, `cluster!=""`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := render(t, "probe", c.files, nil)
+			if r.rule == nil {
+				t.Fatal("no PrometheusRule rendered")
+			}
+			members := 0
+			for _, g := range r.rule.Spec.Groups {
+				for _, rule := range g.Rules {
+					expr := rule.Expr.String()
+					if strings.Contains(expr, "diskprobe_fdatasync_duration_seconds") && strings.Contains(expr, "by (job, cluster, target, instance)") {
+						members++
+						if !strings.Contains(expr, c.want) || strings.Contains(expr, c.not) {
+							t.Errorf("%s: a peer member rule without %s:\n%s", g.Name, c.want, expr)
+						}
+					}
+				}
+			}
+			if members == 0 {
+				t.Error("no peer member rule in the PrometheusRule")
+			}
+		})
+	}
+}

@@ -79,13 +79,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* The rule file's text (alerts/diskprobe.rules.yml, copied into files/ by `make chart-files`)
      with the values that adapt it applied: the runbook URL, the exporter's job selector and the
-     peer group labels. The PrometheusRule and the rules ConfigMap hold the same rules. */}}
+     peer group labels and selector. The PrometheusRule and the rules ConfigMap hold the same rules. */}}
 {{- define "diskprobe-exporter.rules" -}}
 {{- $rules := .Files.Get "files/diskprobe.rules.yml" }}
 {{- with .Values.prometheusRule.runbookUrlBase }}
 {{- $rules = replace "https://github.com/diskprobe/diskprobe_exporter/blob/main/docs/runbook.md" (trimSuffix "/" .) $rules }}
 {{- end }}
 {{- $rules = replace "job=~\".*diskprobe.*\"" .Values.diskprobeSelector $rules }}
+{{- $rules = replace "cluster!=\"\"" .Values.peerGroupSelector $rules }}
 {{- replace "job, cluster, target" .Values.peerGroupLabels $rules }}
 {{- end }}
 

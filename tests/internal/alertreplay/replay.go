@@ -96,6 +96,8 @@ type Firing struct {
 	Firing   time.Duration // total time spent firing (by any member)
 	// Instances are the members it fired for.
 	Instances []string
+	// DetectedBy is, per member, the time from the onset to its first firing at or after it.
+	DetectedBy map[string]time.Duration
 }
 
 // Result is one scenario's replay.
@@ -226,7 +228,7 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 					seen[mk] = true
 					f := firings[k]
 					if f == nil {
-						f = &Firing{Alert: k[0], Severity: k[1], Detected: -1}
+						f = &Firing{Alert: k[0], Severity: k[1], Detected: -1, DetectedBy: map[string]time.Duration{}}
 						firings[k] = f
 					}
 					if !counted[k] {
@@ -244,6 +246,11 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 					}
 					if f.Detected < 0 && !ts.Before(onset) && sc.Onset >= 0 {
 						f.Detected = ts.Sub(onset)
+					}
+					if inst := a.Labels.Get("instance"); inst != "" && !ts.Before(onset) && sc.Onset >= 0 {
+						if _, ok := f.DetectedBy[inst]; !ok {
+							f.DetectedBy[inst] = ts.Sub(onset)
+						}
 					}
 				}
 			}

@@ -58,6 +58,10 @@ func TestAlertsMeetIssue15Goals(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	results, elapsed := replayAll(t, Fast)
 	t.Logf("fast subset: %d scenarios in %v", len(results), elapsed.Round(time.Millisecond))
+	if w, peer, dd, ok := WarningsPerDiskDay(results); ok {
+		t.Logf("healthy fleets, %.0f disk-days' worth of Tail-at-Store slow hours: %d peer warnings, %.4f per disk-day (goal ≤ 0.01); all warnings %d, %.4f per disk-day",
+			dd, peer, float64(peer)/dd, w, float64(w)/dd)
+	}
 	for _, row := range Judge(results) {
 		if !row.Met {
 			t.Errorf("%s — %s: %s", row.Goal, row.Scenario, row.Measured)

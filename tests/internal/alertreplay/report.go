@@ -101,6 +101,15 @@ func (rep *Report) Markdown() string {
 	w("densely and counted per slow hour. The etcd mixin's `etcdHighFsyncDurations`, over the same histogram\n")
 	w("(`testdata/etcd-mixin.rules.yml`, not shipped), rides along for the lead-time row.\n\n")
 	w("Command: `%s`, run at %s, %s of wall-clock time for %d scenarios.\n\n", rep.Command, rep.Date.UTC().Format("2006-01-02 15:04 MST"), rep.Elapsed.Round(time.Second), len(rep.Results))
+	if warn, peer, dd, ok := WarningsPerDiskDay(rep.Results); ok {
+		w("Healthy fleets (issue 31's figure), %.0f disk-days' worth: %d peer warnings, **%.4f peer warnings per disk-day**\n", dd, peer, float64(peer)/dd)
+		w("(goal ≤ 0.01), and %d warnings of any alert, **%.4f per disk-day** (0.24 before issue 31). Computed as the\n", warn, float64(warn)/dd)
+		w("warning episodes that began in the fleet scenarios (all their disks are healthy throughout) over the\n")
+		w("disk-days that hold as many slow hours at \"The Tail at Store\"'s rate: replayed slow hours / (0.6 %% × 24 h);\n")
+		w("the slow hours are replayed densely (one in %d per member, staggered), the healthy hours between them too.\n", tailPeriod)
+		w("The warnings left are DiskprobeFdatasyncP99AboveEtcdTarget's: a SATA SSD 3–4× slower for an hour misses\n")
+		w("etcd's 10 ms p99 in that hour.\n\n")
+	}
 	w("| goal | scenario | measured | met |\n|---|---|---|---|\n")
 	for _, row := range Judge(rep.Results) {
 		met := "yes"
