@@ -194,10 +194,10 @@ func emptyByDesign(name, metrics string) bool {
 	switch name {
 	case "instance:diskprobe_fdatasync_slowdown_vs_peers:ratio", "instance:diskprobe_fdatasync_slowdown_vs_peers:ratio_q40_2h",
 		"serial:smartctl_device_trouble:max", "target:diskprobe_fdatasync_not_the_disk:max1h",
-		"target:diskprobe_fsync_cpu_wait:ratio_rate5m_max10m",
+		"target:diskprobe_fsync_cpu_wait:ratio_rate5m_max10m", "target:diskprobe_commit_cpu_wait:ratio_rate5m_max10m",
 		"target_direction:diskprobe_sequential_throughput_bytes_per_second:median1d_offset1h":
 		return true
-	case "target:diskprobe_fsync_cpu_wait:ratio_rate5m", "target:diskprobe_fdatasync_host_starved:bool", "target:diskprobe_fdatasync_host_starved:min5m":
+	case "target:diskprobe_fsync_cpu_wait:ratio_rate5m", "target:diskprobe_commit_cpu_wait:ratio_rate5m", "target:diskprobe_fdatasync_host_starved:bool", "target:diskprobe_fdatasync_host_starved:min5m":
 		return !strings.Contains(metrics, "diskprobe_probe_cpu_wait_seconds_total")
 	}
 	return strings.HasPrefix(name, "peers:")
