@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,17 +154,33 @@ func TestShardingReport(t *testing.T) {
 	local := func(name, about string, shardOf func(alertreplay.Member) int) {
 		l := &leg{Name: name, About: about}
 		t0 := time.Now()
-		for _, i := range groups {
-			var parts []*alertreplay.Result
+		parts := make([][2]*alertreplay.Result, len(groups))
+		errs := make(chan error, 2*len(groups))
+		sem := make(chan struct{}, alertreplay.Workers())
+		var wg sync.WaitGroup
+		for j, i := range groups {
 			for k := range 2 {
-				res, err := alertreplay.ReplayWith(ctx, scs[i], []string{rules}, probing, evalEvery, alertreplay.Options{
-					Members: func(instance, cluster string) bool { return shardOf(alertreplay.Member{Instance: instance, Cluster: cluster}) == k }})
-				if err != nil {
-					t.Fatal(err)
-				}
-				parts = append(parts, res)
+				wg.Go(func() {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					res, err := alertreplay.ReplayWith(ctx, scs[i], []string{rules}, probing, evalEvery, alertreplay.Options{
+						Members: func(instance, cluster string) bool {
+							return shardOf(alertreplay.Member{Instance: instance, Cluster: cluster}) == k
+						}})
+					parts[j][k] = res
+					errs <- err
+				})
 			}
-			l.Rows = append(l.Rows, compare(ref[i], merge(scs[i], parts))...)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j, i := range groups {
+			l.Rows = append(l.Rows, compare(ref[i], merge(scs[i], parts[j][:]))...)
 		}
 		l.Cost = fmt.Sprintf("(%v here.)", time.Since(t0).Round(time.Second))
 		rep.Legs = append(rep.Legs, l)
