@@ -70,7 +70,19 @@ func (l *layout) series(i int, probing alertreplay.Probing, keep func(m alertrep
 		for k, t := range s.T {
 			ts[k] = t + off
 		}
-		out = append(out, alertreplay.Sampled{Labels: b.Labels(), T: ts, V: s.V})
+		vs := s.V
+		// Series whose values are times (the last successful round, the last reload) move too:
+		// the rules subtract them from time().
+		if strings.HasSuffix(s.Labels.Get("__name__"), "_timestamp_seconds") {
+			vs = make([]float64, len(s.V))
+			for k, v := range s.V {
+				if v != 0 {
+					v += float64(off) / 1000
+				}
+				vs[k] = v
+			}
+		}
+		out = append(out, alertreplay.Sampled{Labels: b.Labels(), T: ts, V: vs})
 	}
 	return out
 }

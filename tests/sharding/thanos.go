@@ -265,6 +265,8 @@ func (a *rwAppender) Append(_ storage.SeriesRef, l labels.Labels, t int64, v flo
 	return 0, nil
 }
 
+func (a *rwAppender) SetOptions(*storage.AppendOptions) {}
+
 func (a *rwAppender) Rollback() error { a.series = nil; return nil }
 
 func (a *rwAppender) Commit() error {
