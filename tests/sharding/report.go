@@ -46,7 +46,7 @@ func (rep *report) markdown() string {
 	w("Prometheus, and compares each alert's first firing after the onset (in a healthy scenario: its false\n")
 	w("firings) with one Prometheus's (the replay's own rule manager and engine). \"same\": within %s, the\n", tolerance)
 	w("same false firings and the same members named; what differs is explained in\n")
-	w("[docs/alerts.md](docs/alerts.md#sharding). Tools (scripts/tools.sh, built from their Go modules):\n")
+	w("[docs/alerts.md](docs/alerts.md#beyond-one-prometheus-sharding-thanos-ruler-vmalert). Tools (scripts/tools.sh, built from their Go modules):\n")
 	for _, t := range rep.Tools {
 		w("%s;\n", t)
 	}

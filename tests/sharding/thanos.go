@@ -65,7 +65,9 @@ func writeOpenMetrics(path string, series []alertreplay.Sampled) (int, error) {
 		b.WriteString("} ")
 		name := b.String()
 		for k, v := range s.V {
-			fmt.Fprintf(w, "%s%s %d.%03d\n", name, strconv.FormatFloat(v, 'g', -1, 64), s.T[k]/1000, s.T[k]%1000)
+			if _, err := fmt.Fprintf(w, "%s%s %d.%03d\n", name, strconv.FormatFloat(v, 'g', -1, 64), s.T[k]/1000, s.T[k]%1000); err != nil {
+				return n, err
+			}
 			n++
 		}
 	}
