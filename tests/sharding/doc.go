@@ -12,6 +12,13 @@
 //   - VictoriaMetrics single-node with vmalert's replay mode evaluating the same rule file.
 //
 // The tools are the pinned builds of scripts/tools.sh (prometheus, thanos, victoriametrics).
-// The comparison runs in `make bench` (TestShardingReport, its section of BENCHMARKS.md);
-// TestShardingReport with DISKPROBE_SHARDING_ONLY set runs it for a few scenarios alone.
+// The comparison runs in `make bench` (TestShardingReport, its section of BENCHMARKS.md), not
+// in `make test`: Thanos and VictoriaMetrics are not among the tools CI builds, and vmalert's
+// replay pauses 6 s between chained rules (8 minutes for the rule file, however short the
+// scenario). TestThanosReplay and TestVictoriaMetricsReplay run one backend on the scenarios
+// whose names start with DISKPROBE_SHARDING_ONLY and log the comparison, e.g.
+//
+//	DISKPROBE_SHARDING_ONLY="group: " go -C tests test ./sharding -run TestThanosReplay -v
+//
+// DISKPROBE_SHARDING_RULES names another rule file to replay (default alerts/diskprobe.rules.yml).
 package sharding

@@ -138,7 +138,8 @@ func TestShardingReport(t *testing.T) {
 		Date: time.Now(), RuleFile: strings.TrimPrefix(rules, testenv.RepoPath()+"/"), Scenarios: len(scs)}
 	for _, b := range []string{filepath.Join(promBin, "prometheus"), filepath.Join(thanosBin, "thanos"), filepath.Join(vmBin, "victoria-metrics"), filepath.Join(vmBin, "vmalert")} {
 		v, _ := exec.Command(b, "--version").CombinedOutput()
-		rep.Tools = append(rep.Tools, "`"+strings.TrimSpace(strings.SplitN(string(v), "\n", 2)[0])+"`")
+		line := "`" + filepath.Base(b) + "`: `" + strings.TrimSpace(strings.SplitN(string(v), "\n", 2)[0]) + "`"
+		rep.Tools = append(rep.Tools, line)
 	}
 
 	// The scenarios with more than one member: the ones a shard boundary can cut.
@@ -186,7 +187,7 @@ func TestShardingReport(t *testing.T) {
 		rep.Legs = append(rep.Legs, l)
 	}
 	local("two shards by cluster", "Two Prometheus shards, every group on one of them by `hashmod` of its `cluster` label (the sharded fleet's c0 on one shard, c1-c3 on the other), each shard evaluating the rule file on its own members only; the group scenarios put their one group on one shard.", byCluster)
-	local("two shards, groups split", "Two Prometheus shards that cut every group: the member that turns bad (member-0; in the sharded fleet, by hashmod of the instance) on one shard, its peers on the other, each shard evaluating the rule file on its own members only.", func(m alertreplay.Member) int {
+	local("two shards, groups split", "Two Prometheus shards that cut the groups: in the group scenarios the member that turns bad (member-0) on one shard, its peers on the other; in the fleets by hashmod of the instance, as sharding by address does (which happened to keep the sharded fleet's c1, the failing member's group, on one shard and to cut c2 and c3, all healthy); each shard evaluating the rule file on its own members only.", func(m alertreplay.Member) int {
 		if strings.HasPrefix(m.Instance, "node-") {
 			return hashmod(m.Instance, 2)
 		}
