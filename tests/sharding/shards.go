@@ -57,7 +57,7 @@ func merge(sc *alertreplay.Scenario, parts []*alertreplay.Result) *alertreplay.R
 			k := [2]string{f.Alert, f.Severity}
 			m := byKey[k]
 			if m == nil {
-				m = &alertreplay.Firing{Alert: f.Alert, Severity: f.Severity, Detected: -1}
+				m = &alertreplay.Firing{Alert: f.Alert, Severity: f.Severity, Detected: -1, DetectedBy: map[string]time.Duration{}}
 				byKey[k] = m
 				out.Firings = append(out.Firings, m)
 			}
@@ -67,6 +67,11 @@ func merge(sc *alertreplay.Scenario, parts []*alertreplay.Result) *alertreplay.R
 			m.False += f.False
 			m.Episodes += f.Episodes
 			m.Firing = max(m.Firing, f.Firing)
+			for in, d := range f.DetectedBy {
+				if e, ok := m.DetectedBy[in]; !ok || d < e {
+					m.DetectedBy[in] = d
+				}
+			}
 			for _, in := range f.Instances {
 				if !slices.Contains(m.Instances, in) {
 					m.Instances = append(m.Instances, in)

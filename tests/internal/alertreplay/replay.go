@@ -98,6 +98,8 @@ type Firing struct {
 	Firing   time.Duration // total time spent firing (by any member)
 	// Instances are the members it fired for.
 	Instances []string
+	// DetectedBy is, per member, the time from the onset to its first firing at or after it.
+	DetectedBy map[string]time.Duration
 }
 
 // Result is one scenario's replay.
@@ -301,7 +303,7 @@ func (tl *Tally) Observe(ts time.Time, firing []Active) {
 		seen[mk] = true
 		f := tl.firings[k]
 		if f == nil {
-			f = &Firing{Alert: k[0], Severity: k[1], Detected: -1}
+			f = &Firing{Alert: k[0], Severity: k[1], Detected: -1, DetectedBy: map[string]time.Duration{}}
 			tl.firings[k] = f
 		}
 		if !counted[k] {
@@ -319,6 +321,11 @@ func (tl *Tally) Observe(ts time.Time, firing []Active) {
 		}
 		if f.Detected < 0 && !ts.Before(tl.onset) && tl.sc.Onset >= 0 {
 			f.Detected = ts.Sub(tl.onset)
+		}
+		if a.Instance != "" && !ts.Before(tl.onset) && tl.sc.Onset >= 0 {
+			if _, ok := f.DetectedBy[a.Instance]; !ok {
+				f.DetectedBy[a.Instance] = ts.Sub(tl.onset)
+			}
 		}
 	}
 	tl.firingNow = seen
