@@ -8,7 +8,9 @@
 #   scripts/tools.sh --cached TOOL  print the bin directory only if it is built (exit 3 if not)
 #
 # TOOL is k8s, prometheus-operator, prometheus, kube-router or all; prometheus-operator-crds
-# prints the directory holding the operator's CRDs. debian-root (not in all) prints the root
+# prints the directory holding the operator's CRDs. thanos and victoriametrics (victoria-metrics
+# single-node and vmalert; neither in all) are what tests/bench's sharding replay runs the
+# rules on beyond one Prometheus. debian-root (not in all) prints the root
 # directory of a Debian 12 minbase system with systemd, made by debootstrap (as root) from the
 # machine's own apt source, that tests/systemd copies and boots with systemd-nspawn; it is
 # cached as debian-bookworm-<hash of suite, variant, packages and mirror>/root. The cache lives outside the clone, one directory per
@@ -29,6 +31,10 @@ PROMETHEUS_VERSION=v0.316.0 # Prometheus 3.x: the Go module's v0.3MM.P is releas
 # kube-router's network policy controller enforces NetworkPolicies in the cluster tests. The
 # proxy serves v2.1.0 and refuses the later v2 releases.
 KUBE_ROUTER_VERSION=v2.1.0
+# The newest releases whose go.mod this machine's Go (1.26.8, GOTOOLCHAIN=local) accepts:
+# Thanos v0.42.5 asks for go >= 1.26.10, VictoriaMetrics v1.152.0 and later for go >= 1.27.1.
+THANOS_VERSION=v0.42.4
+VICTORIAMETRICS_VERSION=v1.151.0
 
 CACHE=${DISKPROBE_TOOLS_CACHE:-/var/cache/diskprobe-tools}
 GO=${GO:-go}
@@ -69,10 +75,24 @@ local_replaces() {
   awk '/=>[[:space:]]*\.\.?\// { print ($1 == "replace") ? $2 : $1 }' "$1"
 }
 
+# module_replaces GOMOD: GOMOD's replacements by another module at a version (Thanos pins forks
+# of gomemcache, galaxycache, kingpin and capnp this way), as go mod edit -replace arguments. A
+# dependency's replace directives do not apply in the module that requires it, so a wrapper
+# that should build what upstream releases must repeat them.
+module_replaces() {
+  "$GO" mod edit -json "$1" | awk '
+    /"Replace":/ { inr = 1 }
+    inr && /"Old":/ { side = "old" } inr && /"New":/ { side = "new" }
+    inr && /"Path":/ { gsub(/[",]/, "", $2); p[side] = $2 }
+    inr && /"Version":/ { gsub(/[",]/, "", $2); v[side] = $2 }
+    inr && /^\t\t}/ { if (v["new"] != "") print "-replace=" p["old"] (v["old"] != "" ? "@" v["old"] : "") "=" p["new"] "@" v["new"]; delete p; delete v }'
+}
+
 # wrapper MODULE VERSION REPLACE_VERSION PACKAGE...: sets wrapper_dir to a temporary module
 # that requires MODULE@VERSION, replaces each of its local-path replacements with the same
 # module at REPLACE_VERSION, and blank-imports PACKAGE... in a tools file so that tidy
-# resolves them.
+# resolves them. With wrapper_copy_replaces=1 the module's replacements by other modules
+# (module_replaces) are repeated too.
 wrapper() {
   local mod=$1 ver=$2 rver=$3; shift 3
   local src dir m
@@ -85,6 +105,9 @@ wrapper() {
     "$GO" mod init diskprobe.invalid/tools >/dev/null 2>&1
     local edits=(-require="$mod@$ver")
     for m in $(local_replaces "$src/go.mod"); do edits+=(-replace="$m=$m@$rver"); done
+    if [ "${wrapper_copy_replaces:-0}" = 1 ]; then
+      for m in $(module_replaces "$src/go.mod"); do edits+=("$m"); done
+    fi
     "$GO" mod edit "${edits[@]}"
     {
       echo '//go:build tools'
@@ -245,6 +268,26 @@ build_kube_router() {
   echo "module: $mod $ver" >"$stage/BUILDINFO"
 }
 
+build_thanos() {
+  local stage=$1 ver=$THANOS_VERSION mod=github.com/thanos-io/thanos
+  wrapper_copy_replaces=1 wrapper "$mod" "$ver" "$ver" "$mod/cmd/thanos"
+  # One binary: sidecar, store, query and rule are its subcommands. The tags are its release's
+  # (.promu.yml): Thanos casts Prometheus's labels.Labels to its own label slices, which holds
+  # only for the slicelabels layout; built with the default (stringlabels) its store API
+  # servers panic on their first response ("makeslice: len out of range").
+  build_into "$stage/bin" "$wrapper_dir" "$(common_version_flags "${ver#v}" "$ver")" "netgo slicelabels" "$mod/cmd/thanos"
+  echo "module: $mod $ver (thanos sidecar, store, query, rule; tags netgo slicelabels)" >"$stage/BUILDINFO"
+}
+
+build_victoriametrics() {
+  local stage=$1 ver=$VICTORIAMETRICS_VERSION mod=github.com/VictoriaMetrics/VictoriaMetrics
+  wrapper "$mod" "$ver" "$ver" "$mod/app/victoria-metrics" "$mod/app/vmalert"
+  # lib/buildinfo.Version is what -version prints, spelled as upstream's Makefile spells it.
+  build_into "$stage/bin" "$wrapper_dir" "-s -w -X $mod/lib/buildinfo.Version=victoria-metrics-$ver-diskprobe-tools" "" \
+    "$mod/app/victoria-metrics" "$mod/app/vmalert"
+  echo "module: $mod $ver (single-node victoria-metrics and vmalert)" >"$stage/BUILDINFO"
+}
+
 # The Debian release, variant and packages of the debian-root tool; the mirror is the machine's
 # own (DISKPROBE_DEBIAN_MIRROR overrides it).
 DEBIAN_SUITE=bookworm
@@ -307,7 +350,7 @@ tools=()
 for tool in "$@"; do
   case $tool in
   all) tools+=(k8s prometheus-operator prometheus kube-router) ;;
-  k8s | kubernetes | prometheus-operator | prometheus-operator-crds | prometheus | kube-router | debian-root) tools+=("$tool") ;;
+  k8s | kubernetes | prometheus-operator | prometheus-operator-crds | prometheus | kube-router | debian-root | thanos | victoriametrics) tools+=("$tool") ;;
   *) usage ;;
   esac
 done
@@ -320,5 +363,7 @@ for tool in "${tools[@]}"; do
   prometheus) ensure prometheus "$PROMETHEUS_VERSION" build_prometheus; echo "$dir/bin" ;;
   kube-router) ensure kube-router "$KUBE_ROUTER_VERSION" build_kube_router; echo "$dir/bin" ;;
   debian-root) ensure_debian_root; echo "$dir/root" ;;
+  thanos) ensure thanos "$THANOS_VERSION" build_thanos; echo "$dir/bin" ;;
+  victoriametrics) ensure victoriametrics "$VICTORIAMETRICS_VERSION" build_victoriametrics; echo "$dir/bin" ;;
   esac
 done

@@ -5,6 +5,7 @@ go 1.26.0
 require github.com/diskprobe/diskprobe_exporter v0.0.0-00010101000000-000000000000
 
 require (
+	github.com/golang/snappy v1.0.0
 	github.com/google/go-containerregistry v0.20.2
 	github.com/google/go-jsonnet v0.21.0
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.86.0
@@ -71,7 +72,6 @@ require (
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
-	github.com/golang/snappy v1.0.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/s2a-go v0.1.9 // indirect
 	github.com/google/uuid v1.6.0 // indirect

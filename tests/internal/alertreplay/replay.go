@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/rules"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 )
 
@@ -135,6 +137,30 @@ var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // files with Prometheus's own rule manager (as promtool's rule unit tests do) every
 // evalEvery, in the order of the groups in the files.
 func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probing, evalEvery time.Duration) (*Result, error) {
+	return ReplayWith(ctx, sc, ruleFiles, probing, evalEvery, Options{})
+}
+
+// Options change where a replay's series live and where its rules are evaluated.
+type Options struct {
+	// Members, when set, keeps only the members it accepts (by instance and cluster label):
+	// what one shard of a sharded Prometheus holds.
+	Members func(instance, cluster string) bool
+	// Query, when set, evaluates every rule's expression elsewhere (a Thanos querier over
+	// servers already holding the scenario's series, as Thanos Ruler does) instead of in the
+	// replay's own engine and TSDB, and Appendable then takes what the rules record. Offset
+	// moves the evaluation timestamps: the series live Offset later than the scenario's
+	// start. Instance and cluster labels then carry Prefix, removed from what is counted.
+	Query      rules.QueryFunc
+	Appendable storage.Appendable
+	Offset     time.Duration
+	Prefix     string
+}
+
+// Start is the simulated clock's origin: the time of a scenario's first scrape.
+func Start() time.Time { return start }
+
+// ReplayWith is Replay with opts.
+func ReplayWith(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probing, evalEvery time.Duration, opts Options) (*Result, error) {
 	began := time.Now()
 	span := sc.Span()
 	dir, err := os.MkdirTemp(scratch(), "diskprobe-replay-")
@@ -142,13 +168,13 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	opts := tsdb.DefaultOptions()
-	opts.WALSegmentSize = -1 // nothing to recover: no write-ahead log
+	tsdbOpts := tsdb.DefaultOptions()
+	tsdbOpts.WALSegmentSize = -1 // nothing to recover: no write-ahead log
 	// One head block for the whole span: no compaction while the replay runs.
-	opts.MinBlockDuration = (2*span + 24*time.Hour).Milliseconds()
-	opts.MaxBlockDuration = opts.MinBlockDuration
-	opts.RetentionDuration = 0
-	db, err := tsdb.Open(dir, promslog.NewNopLogger(), nil, opts, nil)
+	tsdbOpts.MinBlockDuration = (2*span + 24*time.Hour).Milliseconds()
+	tsdbOpts.MaxBlockDuration = tsdbOpts.MinBlockDuration
+	tsdbOpts.RetentionDuration = 0
+	db, err := tsdb.Open(dir, promslog.NewNopLogger(), nil, tsdbOpts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -159,9 +185,13 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 		Logger: promslog.NewNopLogger(), MaxSamples: 50_000_000, Timeout: time.Hour,
 		LookbackDelta: 5 * time.Minute, EnableAtModifier: true, EnableNegativeOffset: true,
 	})
+	query, appendable := rules.EngineQueryFunc(engine, db), storage.Appendable(db)
+	if opts.Query != nil {
+		query, appendable = opts.Query, opts.Appendable
+	}
 	mgr := rules.NewManager(&rules.ManagerOptions{
-		QueryFunc:  rules.EngineQueryFunc(engine, db),
-		Appendable: db,
+		QueryFunc:  query,
+		Appendable: appendable,
 		Queryable:  db,
 		Context:    ctx,
 		NotifyFunc: func(context.Context, string, ...*rules.Alert) {},
@@ -172,92 +202,140 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 		return nil, err
 	}
 
-	members := sc.members()
-	res := &Result{Scenario: sc, Healthy: sc.onset() * time.Duration(len(members))}
-	onset := start.Add(sc.onset())
+	var members []member
+	for _, m := range sc.members() {
+		if opts.Members == nil || opts.Members(m.instance, m.cluster) {
+			members = append(members, m)
+		}
+	}
+	tl := NewTally(sc, len(members), evalEvery)
 	exps := make([]*exporter, len(members))
 	sers := make([]*series, len(members))
 	for i, m := range members {
 		exps[i] = newExporter(m.seed, probing, m.phases, start)
 		sers[i] = newSeries(sc.Model, m)
 	}
-	firings := map[[2]string]*Firing{}
-	firingNow := map[[3]string]bool{} // alert, severity, member
 	nextScrape := start
 	var buf []float64
+	var firing []Active
 	for ts := start; !ts.After(start.Add(span)); ts = ts.Add(evalEvery) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		app := db.Appender(ctx)
-		for ; !nextScrape.After(ts); nextScrape = nextScrape.Add(probing.Scrape) {
-			for i, exp := range exps {
-				if buf, err = exp.scrape(app, sers[i], nextScrape, buf); err != nil {
-					_ = app.Rollback()
-					return nil, err
+		if opts.Query == nil {
+			app := db.Appender(ctx)
+			for ; !nextScrape.After(ts); nextScrape = nextScrape.Add(probing.Scrape) {
+				for i, exp := range exps {
+					if buf, err = exp.scrape(app, sers[i], nextScrape, buf); err != nil {
+						_ = app.Rollback()
+						return nil, err
+					}
+					tl.res.Samples += len(buf)
 				}
-				res.Samples += len(buf)
+			}
+			if err := app.Commit(); err != nil {
+				return nil, err
 			}
 		}
-		if err := app.Commit(); err != nil {
-			return nil, err
-		}
 		for _, g := range groups {
-			g.Eval(ctx, ts)
+			g.Eval(ctx, ts.Add(opts.Offset))
 			for _, r := range g.Rules() {
 				if err := r.LastError(); err != nil {
 					return nil, fmt.Errorf("%s at %s: rule %s: %w", sc.Name, ts.Sub(start), r.Name(), err)
 				}
 			}
 		}
-		res.Evals++
-		seen := map[[3]string]bool{}
-		counted := map[[2]string]bool{}
+		firing = firing[:0]
 		for _, g := range groups {
 			for _, ar := range g.AlertingRules() {
 				for _, a := range ar.ActiveAlerts() {
-					if a.State != rules.StateFiring {
-						continue
-					}
-					k := [2]string{ar.Name(), a.Labels.Get("severity")}
-					// A member is an instance; a group alert has none and stands for its cluster.
-					mk := [3]string{k[0], k[1], a.Labels.Get("instance") + "/" + a.Labels.Get("cluster")}
-					if seen[mk] {
-						continue // the same alert on another op label
-					}
-					seen[mk] = true
-					f := firings[k]
-					if f == nil {
-						f = &Firing{Alert: k[0], Severity: k[1], Detected: -1, DetectedBy: map[string]time.Duration{}}
-						firings[k] = f
-					}
-					if !counted[k] {
-						counted[k] = true
-						f.Firing += evalEvery
-					}
-					if inst := a.Labels.Get("instance"); inst != "" && !slices.Contains(f.Instances, inst) {
-						f.Instances = append(f.Instances, inst)
-					}
-					if !firingNow[mk] {
-						f.Episodes++
-						if ts.Before(onset) {
-							f.False++
-						}
-					}
-					if f.Detected < 0 && !ts.Before(onset) && sc.Onset >= 0 {
-						f.Detected = ts.Sub(onset)
-					}
-					if inst := a.Labels.Get("instance"); inst != "" && !ts.Before(onset) && sc.Onset >= 0 {
-						if _, ok := f.DetectedBy[inst]; !ok {
-							f.DetectedBy[inst] = ts.Sub(onset)
-						}
+					if a.State == rules.StateFiring {
+						firing = append(firing, Active{Alert: ar.Name(), Severity: a.Labels.Get("severity"),
+							Instance: strings.TrimPrefix(a.Labels.Get("instance"), opts.Prefix),
+							Cluster:  strings.TrimPrefix(a.Labels.Get("cluster"), opts.Prefix)})
 					}
 				}
 			}
 		}
-		firingNow = seen
+		tl.Observe(ts, firing)
 	}
-	for _, f := range firings {
+	res := tl.Result()
+	res.Elapsed = time.Since(began)
+	return res, nil
+}
+
+// Active is one firing alert at one evaluation: its name, severity, and the member (instance)
+// or group (cluster) it is about.
+type Active struct{ Alert, Severity, Instance, Cluster string }
+
+// Tally turns the alerts firing at each evaluation into a Result: first firing after the
+// onset, false firings, episodes. Replay counts its own; a replay elsewhere (vmalert's) feeds
+// it what the other system recorded, evaluation by evaluation.
+type Tally struct {
+	sc        *Scenario
+	evalEvery time.Duration
+	onset     time.Time
+	res       *Result
+	firings   map[[2]string]*Firing
+	firingNow map[[3]string]bool // alert, severity, member
+}
+
+// NewTally counts for sc replayed with members exporters, evaluated every evalEvery.
+func NewTally(sc *Scenario, members int, evalEvery time.Duration) *Tally {
+	return &Tally{sc: sc, evalEvery: evalEvery, onset: start.Add(sc.onset()),
+		res:     &Result{Scenario: sc, Healthy: sc.onset() * time.Duration(members)},
+		firings: map[[2]string]*Firing{}, firingNow: map[[3]string]bool{}}
+}
+
+// Observe counts the alerts firing at ts (on the scenario's clock), called once per
+// evaluation in time order.
+func (tl *Tally) Observe(ts time.Time, firing []Active) {
+	tl.res.Evals++
+	seen := map[[3]string]bool{}
+	counted := map[[2]string]bool{}
+	for _, a := range firing {
+		k := [2]string{a.Alert, a.Severity}
+		// A member is an instance; a group alert has none and stands for its cluster.
+		mk := [3]string{k[0], k[1], a.Instance + "/" + a.Cluster}
+		if seen[mk] {
+			continue // the same alert on another op label
+		}
+		seen[mk] = true
+		f := tl.firings[k]
+		if f == nil {
+			f = &Firing{Alert: k[0], Severity: k[1], Detected: -1, DetectedBy: map[string]time.Duration{}}
+			tl.firings[k] = f
+		}
+		if !counted[k] {
+			counted[k] = true
+			f.Firing += tl.evalEvery
+		}
+		if a.Instance != "" && !slices.Contains(f.Instances, a.Instance) {
+			f.Instances = append(f.Instances, a.Instance)
+		}
+		if !tl.firingNow[mk] {
+			f.Episodes++
+			if ts.Before(tl.onset) {
+				f.False++
+			}
+		}
+		if f.Detected < 0 && !ts.Before(tl.onset) && tl.sc.Onset >= 0 {
+			f.Detected = ts.Sub(tl.onset)
+		}
+		if a.Instance != "" && !ts.Before(tl.onset) && tl.sc.Onset >= 0 {
+			if _, ok := f.DetectedBy[a.Instance]; !ok {
+				f.DetectedBy[a.Instance] = ts.Sub(tl.onset)
+			}
+		}
+	}
+	tl.firingNow = seen
+}
+
+// Result is what was counted, firings sorted by alert and severity.
+func (tl *Tally) Result() *Result {
+	res := tl.res
+	res.Firings = nil
+	for _, f := range tl.firings {
 		slices.Sort(f.Instances)
 		res.Firings = append(res.Firings, f)
 	}
@@ -267,8 +345,7 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 		}
 		return cmpString(a.Severity, b.Severity)
 	})
-	res.Elapsed = time.Since(began)
-	return res, nil
+	return res
 }
 
 func cmpString(a, b string) int {
