@@ -186,18 +186,23 @@ func throttle(t testing.TB, dev, file string, limit int64) *Cgroup {
 // cpuRoot is the cgroup v1 cpu controller's hierarchy.
 const cpuRoot = "/sys/fs/cgroup/cpu"
 
-// CPUShares makes a cpu cgroup (v1) with the given cpu.shares: a process moved into it
-// (Add) gets that weight against the root's 1024 per busy process, as a Kubernetes pod with
-// a CPU request of shares/1024 cores does (the chart requests 10m, 10 shares).
-func CPUShares(t testing.TB, shares int) *Cgroup {
+// CPUQuota makes a cpu cgroup (v1) whose processes together get at most quota of CPU time
+// in every period (CFS bandwidth control, what a container's CPU limit sets): a process moved
+// into it that wants more is throttled, runnable but off the CPUs, until the next period.
+func CPUQuota(t testing.TB, quota, period time.Duration) *Cgroup {
 	t.Helper()
 	RequireRoot(t)
-	if _, err := os.Stat(filepath.Join(cpuRoot, "cpu.shares")); err != nil {
-		t.Skip("needs the cgroup v1 cpu controller at " + cpuRoot)
+	if _, err := os.Stat(filepath.Join(cpuRoot, "cpu.cfs_quota_us")); err != nil {
+		t.Skip("needs the cgroup v1 cpu controller with CFS bandwidth control at " + cpuRoot)
 	}
 	cg := newCgroup(t, cpuRoot)
-	if err := os.WriteFile(filepath.Join(cg.Path, "cpu.shares"), []byte(fmt.Sprint(shares)), 0o644); err != nil {
-		t.Fatalf("cpu.shares %d: %v", shares, err)
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"cpu.cfs_period_us", period}, {"cpu.cfs_quota_us", quota}} {
+		if err := os.WriteFile(filepath.Join(cg.Path, f.name), []byte(fmt.Sprint(f.v.Microseconds())), 0o644); err != nil {
+			t.Fatalf("%s %v: %v", f.name, f.v, err)
+		}
 	}
 	return cg
 }
