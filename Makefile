@@ -125,6 +125,7 @@ bench:
 	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./e2e -run '^($(BENCH_TIMING_TESTS))$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	@scripts/tools.sh prometheus >/dev/null
 	cd tests && DISKPROBE_BENCH_RULESCALE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestRuleScale$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_LIVEALERT=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestLivePeerGroupPagesTheFailingDisk$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	cd tests/bench/plot && $(GO) run . -in ../plots/cdf.json -out ../plots
 
 # .deb and .rpm into $(DIST)/ (packaging/nfpm.yaml). nfpm runs as a pinned module, outside
