@@ -76,11 +76,11 @@ func (fl *ruleFleet) cluster(i int) string {
 	}
 	return ""
 }
-func fleetDevice(k int) string           { return "sd" + string(rune('a'+k%26)) }
-func fleetSerial(i, k int) string        { return fmt.Sprintf("SN%05d-%02d", i, k) }
-func fleetModel(i int) string            { return fleetModels[(i/3)%len(fleetModels)] }
-func fleetTargetName(k int) string       { return fmt.Sprintf("t%d", k) }
-func unit(h uint64, shift uint) float64  { return float64((h>>shift)&0xffff) / 0x10000 }
+func fleetDevice(k int) string          { return "sd" + string(rune('a'+k%26)) }
+func fleetSerial(i, k int) string       { return fmt.Sprintf("SN%05d-%02d", i, k) }
+func fleetModel(i int) string           { return fleetModels[(i/3)%len(fleetModels)] }
+func fleetTargetName(k int) string      { return fmt.Sprintf("t%d", k) }
+func unit(h uint64, shift uint) float64 { return float64((h>>shift)&0xffff) / 0x10000 }
 func hash2(i, k int) uint64 {
 	f := fnv.New64a()
 	fmt.Fprintf(f, "%d/%d", i, k)
