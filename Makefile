@@ -106,10 +106,12 @@ fuzz:
 # against fio's libaio, a live etcd beside the exporter (34 minutes here); then the alert
 # replay (tests/internal/alertreplay) splices in its section: detection times and false
 # firings of every alert, 108 simulated days replayed through the shipped rules (24 minutes);
-# then the end-to-end tests' timing goals (2 minutes); then the shipped rules' evaluation time
-# on Prometheus 3 at 1,000 and 10,000 synthetic targets (tests/bench/rulescale_test.go: about
-# 20 minutes, ~4 GB of memory at its peak). Root only (loop devices, blkio cgroups, mounts);
-# about 80 minutes in all on this 2-CPU machine, otherwise idle (2026-11-24). All of it runs in
+# then the end-to-end tests' timing goals (2 minutes); then the CPU the shipped rules cost
+# Prometheus 3 at 1,000 and 10,000 synthetic targets with a backfilled week of the history they
+# read (tests/bench/rulescale_test.go: about 25 minutes, ~10 GB of memory at its peak); then
+# three live exporters, one on a throttled disk, paging through the shipped rules
+# (tests/bench/livealert_test.go: 10 minutes). Root only (loop devices, blkio cgroups, mounts);
+# about 115 minutes in all on this 2-CPU machine (80 when measured idle on 2026-11-24, before the backfill and the live run). All of it runs in
 # the tests module; the plots come from tests/bench/plot, a module of its own, so that neither
 # go.mod carries a plotting library.
 BENCH_TIMEOUT ?= 60m

@@ -45,7 +45,7 @@ func TestLivePeerGroupPagesTheFailingDisk(t *testing.T) {
 		rules = testenv.RepoPath("alerts", "diskprobe.rules.yml")
 	}
 	const window = 10 * time.Minute
-	res := &benchkit.LiveAlert{Date: time.Now(), Prometheus: prometheusVersionLine(promBin), Rules: rules, Window: window,
+	res := &benchkit.LiveAlert{Date: time.Now(), Prometheus: prometheusVersionLine(promBin), Rules: displayPath(rules), Window: window,
 		ThrottleIOPS: liveThrottleIOPS, Interval: 5 * time.Second, Load: loadAvg()}
 
 	members := []string{"node-a", "node-b", "node-c"}

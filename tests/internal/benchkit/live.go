@@ -58,6 +58,11 @@ func (l *LiveAlert) Markdown() string {
 		}
 		w("| %s%s | %s | %s | %s |\n", m, note, l.Devices[m], Dur(l.P50[i]*1e9), Dur(l.P99[i]*1e9))
 	}
+	w("\nblkio's throttle lets I/O through in slices of time (100 ms), so a sync either passes at once or waits for the\n")
+	w("next slice: the throttled shape is a heavy tail over a fast median, not the failing SSD's slow median. The\n")
+	w("exporters start fresh, so the 1 h window of the error-budget burn alert holds only the minutes since the start;\n")
+	w("on a disk that fails after an hour of health the same burn takes longer (tests/internal/alertreplay has the\n")
+	w("replayed times).\n")
 	w("\n| goal | measured | met |\n|---|---|---|\n")
 	if l.Alert != "" {
 		w("| the throttled member's critical page within 10 min | %s, %s after the exporters started (minute %d) | %s |\n",
