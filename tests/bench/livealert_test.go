@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,9 +135,11 @@ func TestLivePeerGroupPagesTheFailingDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range r.Result {
-			var v float64
 			str, _ := s.Value[1].(string)
-			fmt.Sscan(str, &v)
+			v, err := strconv.ParseFloat(str, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", q.q, err)
+			}
 			for i, m := range members {
 				if s.Metric["instance"] == m {
 					q.dest[i] = v

@@ -83,7 +83,7 @@ func fleetTargetName(k int) string      { return fmt.Sprintf("t%d", k) }
 func unit(h uint64, shift uint) float64 { return float64((h>>shift)&0xffff) / 0x10000 }
 func hash2(i, k int) uint64 {
 	f := fnv.New64a()
-	fmt.Fprintf(f, "%d/%d", i, k)
+	_, _ = fmt.Fprintf(f, "%d/%d", i, k) // a hash never fails to write
 	return f.Sum64()
 }
 
@@ -312,18 +312,23 @@ func (fl *ruleFleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	// bufio's error is sticky: a scraper gone away shows in Flush, and nothing is to be done then.
 	defer func() { _ = bw.Flush() }()
+	var buf []byte
 	line := func(name string, ls []labels.Label, v float64) {
-		bw.WriteString(name)
-		bw.WriteByte('{')
+		buf = append(buf[:0], name...)
+		buf = append(buf, '{')
 		for j, l := range ls {
 			if j > 0 {
-				bw.WriteByte(',')
+				buf = append(buf, ',')
 			}
-			fmt.Fprintf(bw, `%s="%s"`, l.Name, labelEscaper.Replace(l.Value))
+			buf = append(buf, l.Name...)
+			buf = append(buf, '=', '"')
+			buf = append(buf, labelEscaper.Replace(l.Value)...)
+			buf = append(buf, '"')
 		}
-		bw.WriteString("} ")
-		bw.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
-		bw.WriteByte('\n')
+		buf = append(buf, '}', ' ')
+		buf = strconv.AppendFloat(buf, v, 'g', -1, 64)
+		buf = append(buf, '\n')
+		_, _ = bw.Write(buf) // sticky: Flush reports it
 	}
 	if smart {
 		for k := range fl.perNode {
