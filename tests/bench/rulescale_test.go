@@ -96,22 +96,26 @@ func TestRuleScale(t *testing.T) {
 	for _, f := range files {
 		rs.Files = append(rs.Files, displayPath(f))
 	}
+	// The section is rewritten after every count, so that a run stopped early keeps what it measured.
+	write := func() {
+		rs.LoadAfter = loadAvg()
+		md := rs.Markdown()
+		t.Log("\n" + md)
+		if out := os.Getenv(reportEnv); out != "" {
+			doc, err := os.ReadFile(out)
+			if err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(out, []byte(benchkit.SpliceSection(string(doc), benchkit.RuleScaleBegin, benchkit.RuleScaleEnd, md)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	for _, n := range counts {
 		t.Run(fmt.Sprintf("targets=%d", n), func(t *testing.T) {
 			rs.Runs = append(rs.Runs, measureRuleCost(t, promBin, tmpl, files, n, rs))
 		})
-	}
-	rs.LoadAfter = loadAvg()
-	md := rs.Markdown()
-	t.Log("\n" + md)
-	if out := os.Getenv(reportEnv); out != "" {
-		doc, err := os.ReadFile(out)
-		if err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(out, []byte(benchkit.SpliceSection(string(doc), benchkit.RuleScaleBegin, benchkit.RuleScaleEnd, md)), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		write()
 	}
 }
 
