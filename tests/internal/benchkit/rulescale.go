@@ -52,8 +52,8 @@ type RuleScaleFile struct {
 	HeadSeries   float64
 	RSS, PeakRSS int64
 	Missed       float64 // rule group iterations missed
-	Rounds       float64 // evaluation rounds run in the measured window (mean over groups)
-	CPUPerRound  float64 // RuleCPU × window / Rounds: the demand a minute at a 1 m interval
+	Rounds       float64 // share of the scheduled evaluations that ran in the measured window
+	CPUPerRound  float64 // RuleCPU / Rounds: the CPU a minute if every scheduled evaluation had run
 	Groups       []RuleCost
 	Rules        []RuleCost
 }
@@ -110,7 +110,7 @@ func (rs *RuleScale) Markdown() string {
 	w("shared with other work, so wall times are inflated; CPU seconds much less so.\n\n")
 	w("Command (alone, rewriting this section): `%s=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestRuleScale$' -count=1 -v -timeout 90m` (root; DISKPROBE_BENCH_RULESCALE_RULES=a.yml,b.yml compares files), run at %s.\n\n",
 		"DISKPROBE_BENCH_RULESCALE", rs.Date.UTC().Format("2006-01-02 15:04 MST"))
-	w("| targets | rule file | rule evaluation CPU-s/min | rounds run in %s | CPU-s a round (the demand a minute) | goal at 10,000 (≤ %.0f a minute) | process CPU-s/min (without rules) | head series (without rules) | RSS, peak (without rules) | iterations missed |\n|---|---|---|---|---|---|---|---|---|---|\n", rs.Measure, RuleScaleGoal)
+	w("| targets | rule file | rule evaluation CPU-s/min | share of the scheduled evaluations run in %s | CPU-s/min if all had run | goal at 10,000 (≤ %.0f) | process CPU-s/min (without rules) | head series (without rules) | RSS, peak (without rules) | iterations missed |\n|---|---|---|---|---|---|---|---|---|---|\n", rs.Measure, RuleScaleGoal)
 	for _, r := range rs.Runs {
 		for _, f := range r.Files {
 			goal := "—"
@@ -120,14 +120,15 @@ func (rs *RuleScale) Markdown() string {
 					goal += fmt.Sprintf(" (%.1fx, %.1f CPU-s over)", f.CPUPerRound/RuleScaleGoal, f.CPUPerRound-RuleScaleGoal)
 				}
 			}
-			w("| %d | `%s` | %.2f | %.1f | **%.2f** | %s | %.2f (%.2f) | %.0f (%.0f) | %s, %s (%s) | %.0f |\n", r.Targets, f.File, f.RuleCPU, f.Rounds, f.CPUPerRound, goal,
+			w("| %d | `%s` | %.2f | %.2f | **%.2f** | %s | %.2f (%.2f) | %.0f (%.0f) | %s, %s (%s) | %.0f |\n", r.Targets, f.File, f.RuleCPU, f.Rounds, f.CPUPerRound, goal,
 				f.CPUPerMinute, r.Baseline.CPUPerMinute, f.HeadSeries, r.Baseline.HeadSeries,
 				gib(f.RSS), gib(f.PeakRSS), gib(r.Baseline.PeakRSS), f.Missed)
 		}
 	}
 	w("\nWhen a Prometheus cannot keep up (iterations missed: an evaluation took longer than its interval), the\n")
-	w("CPU a minute is what it got, not what the rules ask; CPU-s a round (its rule CPU over the rounds it ran)\n")
-	w("is what one evaluation of every group costs, which a 1 m interval asks for every minute: the goal is judged on it.\n")
+	w("CPU a minute is what it got, not what the rules ask; divided by the share of the scheduled evaluations\n")
+	w("that ran (each group at its own interval) it is what they ask: the goal is judged on that. With few\n")
+	w("evaluations in the window that share is coarse (an evaluation counts where it starts).\n")
 	w("\n| targets | nodes | peer groups | series a target | backfilled series (recorded) | samples | history | backfill took | longest raw window |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs.Runs {
 		bf := r.Backfill
