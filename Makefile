@@ -106,13 +106,16 @@ fuzz:
 # against fio's libaio, a live etcd beside the exporter (34 minutes here); then the alert
 # replay (tests/internal/alertreplay) splices in its section: detection times and false
 # firings of every alert, 108 simulated days replayed through the shipped rules (24 minutes);
-# then the end-to-end tests' timing goals (2 minutes); then the shipped rules' evaluation time
-# on Prometheus 3 at 1,000 and 10,000 synthetic targets (tests/bench/rulescale_test.go: about
-# 20 minutes, ~4 GB of memory at its peak); then the replay's scenarios beyond one Prometheus
-# (tests/sharding: shards, Thanos Query, VictoriaMetrics with vmalert; Thanos and VictoriaMetrics
-# are built here, not by make test-deps, so that CI never compiles them: 7 and 2 minutes the
-# first time on this machine). Root only (loop devices, blkio cgroups, mounts);
-# about 80 minutes in all on this 2-CPU machine, otherwise idle (2026-11-24). All of it runs in
+# then the end-to-end tests' timing goals (2 minutes); then the CPU the shipped rules cost
+# Prometheus 3 at 1,000 and 10,000 synthetic targets with a backfilled week of the history they
+# read (tests/bench/rulescale_test.go: about 25 minutes, ~10 GB of memory at its peak); then
+# three live exporters, one on a throttled disk, paging through the shipped rules
+# (tests/bench/livealert_test.go: 10 minutes); then the replay's scenarios beyond one Prometheus
+# (tests/sharding: shards, Thanos Query, VictoriaMetrics with vmalert, 29 minutes; Thanos and
+# VictoriaMetrics are built here, not by make test-deps, so that CI never compiles them: 10 and
+# 2 minutes the first time on this machine). Root only (loop devices, blkio cgroups, mounts);
+# about two and a half hours in all on this 2-CPU machine (80 minutes when measured idle on
+# 2026-11-24, before the backfill, the live run and the sharding replay). All of it runs in
 # the tests module; the plots come from tests/bench/plot, a module of its own, so that neither
 # go.mod carries a plotting library.
 BENCH_TIMEOUT ?= 60m
@@ -128,6 +131,7 @@ bench:
 	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./e2e -run '^($(BENCH_TIMING_TESTS))$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	@scripts/tools.sh prometheus >/dev/null
 	cd tests && DISKPROBE_BENCH_RULESCALE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestRuleScale$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_LIVEALERT=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestLivePeerGroupPagesTheFailingDisk$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	@scripts/tools.sh thanos victoriametrics >/dev/null
 	cd tests && DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./sharding -run '^TestShardingReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	cd tests/bench/plot && $(GO) run . -in ../plots/cdf.json -out ../plots

@@ -4,7 +4,8 @@
 // probe package directly, so what it measures is the code the daemon runs. `make bench`
 // runs TestBenchReport, which rewrites BENCHMARKS.md; the Go benchmarks in hotpath_test.go
 // cover allocations and contention on the hot paths; TestRuleScale (its own env var, also
-// run by make bench) times the shipped alert rules on Prometheus 3 at 1,000 and 10,000
-// synthetic targets. The library the tests share (fio runs, probe loops in a child process,
+// run by make bench) measures the CPU the shipped alert rules cost Prometheus 3 at 1,000 and
+// 10,000 synthetic targets on backfilled history; TestLivePeerGroupPagesTheFailingDisk (also
+// make bench) runs the rules live against three exporters, one on a throttled disk. The library the tests share (fio runs, probe loops in a child process,
 // the report) lives in internal/benchkit, so it is not public API of the module.
 package bench

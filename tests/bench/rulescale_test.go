@@ -1,12 +1,12 @@
 package bench
 
 import (
-	"bufio"
+	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/tests/framework"
@@ -30,25 +31,29 @@ import (
 // minutes of CPU, never part of make test.
 const ruleScaleEnv = "DISKPROBE_BENCH_RULESCALE"
 
-// Markers around the rule-scale section of BENCHMARKS.md, so that this test alone rewrites it.
-const (
-	ruleScaleBegin = "<!-- rule scale section: make bench, or TestRuleScale alone, rewrites it -->"
-	ruleScaleEnd   = "<!-- end of rule scale section -->"
-)
-
-// TestRuleScale measures the evaluation time of every shipped rule group
-// (alerts/diskprobe.rules.yml) on Prometheus 3 at fleet scale: synthetic targets serving
-// exactly the series the real exporter serves for one target with the default probes,
-// grouped as 3 members (instances) per target name so that the peer rules have groups.
-// The figure is Prometheus's own prometheus_rule_group_last_duration_seconds.
+// TestRuleScale measures what the rules cost a Prometheus 3 at fleet scale, in CPU seconds
+// of rule evaluation per minute: synthetic targets serving the series the real exporter
+// serves for one target with the default probes (names, labels, bucket edges from a scrape
+// of it), four targets a node, 30 % of nodes in peer groups of three (a `cluster` label), a
+// smartctl_exporter per node. Every window a rule reads is full: the history each series
+// needs (every selector's range, offset and lookback in the rule files, ruleFileWindows) is
+// written as a TSDB block with the writer promtool's backfill uses, from the same functions
+// of time that the live fleet serves afterwards; recorded series read over a window are
+// backfilled from what a discovery run recorded. Then one Prometheus per rule file and one
+// without rules run side by side on copies of that block, scraping the live fleet; the cost
+// is the difference of their process CPU (/proc/<pid>/stat) over the measured minutes.
+// Per group and per rule: Prometheus's evaluation wall times (rules API), and the CPU split
+// in their proportion.
 //
 // DISKPROBE_BENCH_RULESCALE_TARGETS: comma-separated target counts (default 1000,10000);
-// DISKPROBE_BENCH_RULESCALE_WARMUP: samples before the first measured evaluation (default 6m);
-// DISKPROBE_BENCH_RULESCALE_EVALS: measured evaluations per count (default 4).
-// With DISKPROBE_BENCH_REPORT set, the section of that file is rewritten.
+// DISKPROBE_BENCH_RULESCALE_RULES: comma-separated rule files (default alerts/diskprobe.rules.yml);
+// DISKPROBE_BENCH_RULESCALE_MEASURE: measured time (default 5m), after
+// DISKPROBE_BENCH_RULESCALE_WARMUP (default 3m) of live scrapes on the backfilled history;
+// DISKPROBE_BENCH_RULESCALE_CLUSTERED: share of nodes in peer groups (default 0.3).
+// With DISKPROBE_BENCH_REPORT set, its section of that file is rewritten.
 func TestRuleScale(t *testing.T) {
 	if os.Getenv(ruleScaleEnv) != "1" {
-		t.Skip("set " + ruleScaleEnv + "=1 to run (make bench): needs ~4 GB of memory at 10,000 targets and minutes of CPU")
+		t.Skip("set " + ruleScaleEnv + "=1 to run (make bench): needs ~10 GB of memory at 10,000 targets and minutes of CPU")
 	}
 	testenv.RequireRoot(t)
 	promBin := filepath.Join(framework.ToolDir(t, "prometheus"), "prometheus")
@@ -57,290 +62,124 @@ func TestRuleScale(t *testing.T) {
 		counts = nil
 		for _, f := range strings.Split(v, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 3 {
-				t.Fatalf("DISKPROBE_BENCH_RULESCALE_TARGETS=%q: counts of at least 3", v)
+			if err != nil || n < 12 {
+				t.Fatalf("DISKPROBE_BENCH_RULESCALE_TARGETS=%q: counts of at least 12", v)
 			}
 			counts = append(counts, n)
 		}
 	}
-	warmup := 6 * time.Minute
-	if v := os.Getenv("DISKPROBE_BENCH_RULESCALE_WARMUP"); v != "" {
+	files := []string{testenv.RepoPath("alerts", "diskprobe.rules.yml")}
+	if v := os.Getenv("DISKPROBE_BENCH_RULESCALE_RULES"); v != "" {
+		files = strings.Split(v, ",")
+	}
+	dur := func(name string, def time.Duration) time.Duration {
+		if v := os.Getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		return def
+	}
+	clustered := 0.3
+	if v := os.Getenv("DISKPROBE_BENCH_RULESCALE_CLUSTERED"); v != "" {
 		var err error
-		if warmup, err = time.ParseDuration(v); err != nil {
+		if clustered, err = strconv.ParseFloat(v, 64); err != nil {
 			t.Fatal(err)
 		}
 	}
-	evals := envInt(t, "DISKPROBE_BENCH_RULESCALE_EVALS", 4)
-
-	tmpl := exporterTargetSeries(t)
-	rs := &ruleScale{Date: time.Now(), Prometheus: prometheusVersionLine(promBin), SeriesPerTarget: tmpl.series(),
-		Load: loadAvg(), Warmup: warmup, Scrape: 15 * time.Second, Eval: time.Minute}
-	for _, n := range counts {
-		t.Run(fmt.Sprintf("targets=%d", n), func(t *testing.T) {
-			rs.Runs = append(rs.Runs, measureRules(t, promBin, tmpl, n, rs.Scrape, rs.Eval, warmup, evals))
-		})
+	tmpl := exporterFamilies(t)
+	rs := &benchkit.RuleScale{Date: time.Now(), Prometheus: prometheusVersionLine(promBin), Load: loadAvg(),
+		Scrape: 15 * time.Second, Eval: time.Minute, Warmup: dur("DISKPROBE_BENCH_RULESCALE_WARMUP", 3*time.Minute),
+		Measure: dur("DISKPROBE_BENCH_RULESCALE_MEASURE", 5*time.Minute), Clustered: clustered}
+	for _, f := range files {
+		rs.Files = append(rs.Files, displayPath(f))
 	}
-	rs.LoadAfter = loadAvg()
-	md := rs.markdown()
-	t.Log("\n" + md)
-	if out := os.Getenv(reportEnv); out != "" {
-		doc, err := os.ReadFile(out)
-		if err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(out, []byte(benchkit.SpliceSection(string(doc), ruleScaleBegin, ruleScaleEnd, md)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// targetTemplate is one target's series as the real exporter serves them.
-type targetTemplate struct {
-	name     string // the target name in the scrape
-	families []*dto.MetricFamily
-}
-
-func (tt *targetTemplate) series() int {
-	n := 0
-	for _, f := range tt.families {
-		for _, m := range f.Metric {
-			if h := m.GetHistogram(); h != nil {
-				n += 2 + len(finiteBuckets(h)) + 1
-			} else {
-				n++
+	// The section is rewritten after every count, so that a run stopped early keeps what it measured.
+	write := func() {
+		rs.LoadAfter = loadAvg()
+		md := rs.Markdown()
+		t.Log("\n" + md)
+		if out := os.Getenv(reportEnv); out != "" {
+			doc, err := os.ReadFile(out)
+			if err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(out, []byte(benchkit.SpliceSection(string(doc), benchkit.RuleScaleBegin, benchkit.RuleScaleEnd, md)), 0o644); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
-	return n
+	for _, n := range counts {
+		t.Run(fmt.Sprintf("targets=%d", n), func(t *testing.T) {
+			rs.Runs = append(rs.Runs, measureRuleCost(t, promBin, tmpl, files, n, rs))
+		})
+		write()
+	}
 }
 
-// exporterTargetSeries runs the real exporter with one target and the default probes on a
-// loop filesystem and keeps the series that carry its target label.
-func exporterTargetSeries(t *testing.T) *targetTemplate {
+// displayPath is a rule file's path relative to the repository when it is in it.
+func displayPath(f string) string {
+	if rel, err := filepath.Rel(testenv.RepoPath(), f); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return f
+}
+
+// exporterFamilies runs the real exporter with one target and the default probes on a loop
+// filesystem and returns what it serves after a round of every default probe.
+func exporterFamilies(t *testing.T) []*dto.MetricFamily {
 	_, dir := testenv.LoopExt4(t, 1<<30)
 	// min_free only: the loop filesystem is smaller than the default reserve; the probes and
 	// their series are the defaults.
 	cfg := framework.WriteConfig(t, fmt.Sprintf("targets:\n  - name: scale\n    path: %s\n    limits: {min_free: 0}\n", dir))
 	e := framework.StartExporter(t, cfg)
 	fams := framework.WaitMetric(t, e, 90*time.Second, "a round of every default probe", func(f map[string]*dto.MetricFamily) bool {
-		for _, name := range []string{"diskprobe_fdatasync_duration_seconds", "diskprobe_read_duration_seconds"} {
+		for _, name := range []string{"diskprobe_fdatasync_duration_seconds", "diskprobe_read_duration_seconds", "diskprobe_sequential_throughput_bytes_per_second"} {
 			if c, ok := framework.Value(f, name, map[string]string{"target": "scale"}); !ok || c == 0 {
 				return false
 			}
 		}
 		return true
 	})
-	tt := &targetTemplate{name: "scale"}
-	names := make([]string, 0, len(fams))
-	for n := range fams {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		f := fams[n]
-		var kept []*dto.Metric
-		for _, m := range f.Metric {
-			if labelValue(m, "target") == "scale" {
-				kept = append(kept, m)
-			}
-		}
-		if len(kept) > 0 {
-			tt.families = append(tt.families, &dto.MetricFamily{Name: f.Name, Help: f.Help, Type: f.Type, Metric: kept})
-		}
-	}
 	if _, ok := fams["diskprobe_target_info"]; !ok {
 		t.Fatal("the exporter serves no diskprobe_target_info")
 	}
-	return tt
-}
-
-func labelValue(m *dto.Metric, name string) string {
-	for _, l := range m.Label {
-		if l.GetName() == name {
-			return l.GetValue()
+	names := make([]string, 0, len(fams))
+	for n := range fams {
+		if strings.HasPrefix(n, "diskprobe_") {
+			names = append(names, n)
 		}
 	}
-	return ""
-}
-
-func finiteBuckets(h *dto.Histogram) []*dto.Bucket {
-	var b []*dto.Bucket
-	for _, x := range h.Bucket {
-		if !math.IsInf(x.GetUpperBound(), 1) {
-			b = append(b, x)
-		}
+	sort.Strings(names)
+	var out []*dto.MetricFamily
+	for _, n := range names {
+		out = append(out, fams[n])
 	}
-	return b
+	return out
 }
 
-// fleet serves nodes × targets synthetic targets: /node/<i> is node i, a member of
-// cluster i/3, serving targets t0000… with the template's series. Histograms grow by ~20
-// operations per 15 s from a lognormal latency (median per target, one member in seven
-// clusters 2.5x slower, 2 % of scrapes a 4x slower spell), so rates and quantiles move.
-// Error and skip counters stay put and success timestamps are now: a mostly healthy
-// fleet, with the few firing alerts a real one has, not thousands.
-type fleet struct {
-	tmpl    *targetTemplate
-	targets int // per node
-	start   time.Time
-	nodes   []*fleetNode
+// promRun is one Prometheus of a measurement: a rule file's, or the baseline without rules.
+type promRun struct {
+	file string // "" for the baseline
+	p    *framework.Prometheus
+	cpu0 float64
+	ran0 map[string]float64 // rule group → evaluations run (scheduled minus missed) at t0
+	t0   time.Time
+	// per-minute samples of the rules API
+	groupWall map[string][]float64
+	ruleWall  map[string][]float64 // "group/name" → seconds
+	ruleGroup map[string]string
+	interval  map[string]float64 // group → its evaluation interval, seconds (rules API)
 }
 
-type fleetNode struct {
-	mu      sync.Mutex
-	last    float64 // seconds since start at the last scrape
-	rng     *rand.Rand
-	state   [][]seriesState // [target][metric index]
-	medians []float64       // per target
-}
-
-type seriesState struct {
-	counts     []float64
-	sum, count float64
-	value      float64
-}
-
-func newFleet(tmpl *targetTemplate, nodes, perNode int) *fleet {
-	fl := &fleet{tmpl: tmpl, targets: perNode, start: time.Now()}
-	for i := range nodes {
-		n := &fleetNode{rng: rand.New(rand.NewPCG(uint64(i), 7))}
-		for k := range perNode {
-			median := 0.0003 * math.Exp(float64((i/3*7+k)%11)/7) // 0.3-1.3 ms: a mostly healthy fleet
-			if (i/3)%7 == 0 && i%3 == 0 {
-				median *= 2.5
-			}
-			n.medians = append(n.medians, median)
-			var st []seriesState
-			for _, f := range tmpl.families {
-				for _, m := range f.Metric {
-					s := seriesState{}
-					if h := m.GetHistogram(); h != nil {
-						s.counts = make([]float64, len(finiteBuckets(h)))
-					} else if m.Counter != nil {
-						s.value = m.Counter.GetValue()
-					} else if m.Gauge != nil {
-						s.value = m.Gauge.GetValue() * (1 + 0.01*float64(k%7))
-					} else if m.Untyped != nil {
-						s.value = m.Untyped.GetValue()
-					}
-					st = append(st, s)
-				}
-			}
-			n.state = append(n.state, st)
-		}
-		fl.nodes = append(fl.nodes, n)
-	}
-	return fl
-}
-
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-func lognormCDF(x, median, sigma float64) float64 {
-	if x <= 0 {
-		return 0
-	}
-	return 0.5 * math.Erfc(-math.Log(x/median)/(sigma*math.Sqrt2))
-}
-
-func (fl *fleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	i, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/node/"))
-	if err != nil || i < 0 || i >= len(fl.nodes) {
-		http.NotFound(w, r)
-		return
-	}
-	n := fl.nodes[i]
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	now := time.Since(fl.start).Seconds()
-	dt := now - n.last
-	n.last = now
-	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	bw := bufio.NewWriterSize(w, 64<<10)
-	// bufio's error is sticky: a scraper gone away shows in Flush, and nothing is to be done then.
-	defer func() { _ = bw.Flush() }()
-	out := func(format string, args ...any) { _, _ = fmt.Fprintf(bw, format, args...) }
-	const sigma = 0.6
-	var lbl strings.Builder
-	for k := range fl.targets {
-		target := fmt.Sprintf("t%04d", k)
-		slow := 1.0
-		if n.rng.Float64() < 0.02 {
-			slow = 4
-		}
-		j := 0
-		for _, f := range fl.tmpl.families {
-			for _, m := range f.Metric {
-				s := &n.state[k][j]
-				j++
-				lbl.Reset()
-				for _, l := range m.Label {
-					v := l.GetValue()
-					switch l.GetName() {
-					case "target":
-						v = target
-					case "device":
-						v = fmt.Sprintf("sd%d", k)
-					case "model":
-						v = []string{"SYNTH SSD A", "SYNTH SSD B", ""}[(i/3)%3]
-					case "serial":
-						v = fmt.Sprintf("SN%05d-%03d", i, k)
-					}
-					fmt.Fprintf(&lbl, `%s="%s",`, l.GetName(), labelEscaper.Replace(v))
-				}
-				labels := strings.TrimSuffix(lbl.String(), ",")
-				name := f.GetName()
-				switch {
-				case m.Histogram != nil:
-					ops := 20.0 / 15 * dt * (0.7 + 0.6*n.rng.Float64())
-					med := n.medians[k] * slow
-					for b, x := range finiteBuckets(m.Histogram) {
-						s.counts[b] += ops * lognormCDF(x.GetUpperBound(), med, sigma)
-						out("%s_bucket{%s,le=\"%s\"} %g\n", name, labels, strconv.FormatFloat(x.GetUpperBound(), 'g', -1, 64), math.Floor(s.counts[b]))
-					}
-					s.count += ops
-					s.sum += ops * med * math.Exp(sigma*sigma/2)
-					out("%s_bucket{%s,le=\"+Inf\"} %g\n", name, labels, math.Floor(s.count))
-					out("%s_sum{%s} %g\n%s_count{%s} %g\n", name, labels, s.sum, name, labels, math.Floor(s.count))
-				case m.Counter != nil:
-					switch {
-					case strings.Contains(name, "error") || strings.Contains(name, "skipped"):
-						// A healthy fleet: errors and skips stay where the real scrape had them.
-					case name == "diskprobe_probe_cpu_wait_seconds_total":
-						s.value += dt * 0.0001 // a few % of the fsync probe's time: no starved hosts
-					case strings.HasSuffix(name, "_seconds_total"):
-						s.value += dt * 0.002 * (1 + float64(k%5))
-					default:
-						s.value += dt * 0.1 * (1 + float64(k%5))
-					}
-					out("%s{%s} %g\n", name, labels, s.value)
-				case strings.HasSuffix(name, "_timestamp_seconds"):
-					out("%s{%s} %g\n", name, labels, float64(time.Now().UnixMilli())/1000)
-				default:
-					out("%s{%s} %g\n", name, labels, s.value)
-				}
-			}
-		}
-	}
-}
-
-// ruleRun is one target count's measurement.
-type ruleRun struct {
-	Targets, Nodes, PerNode int
-	HeadSeries              float64
-	PeerGroups              int   // series of the peer median
-	PeakRSS                 int64 // bytes, VmHWM of Prometheus
-	Groups                  []string
-	Evals                   []map[string]float64 // per measured evaluation: group → seconds
-}
-
-func measureRules(t *testing.T, promBin string, tmpl *targetTemplate, targets int, scrape, eval, warmup time.Duration, evals int) *ruleRun {
+func measureRuleCost(t *testing.T, promBin string, tmpl []*dto.MetricFamily, files []string, targets int, rs *benchkit.RuleScale) *benchkit.RuleScaleRun {
 	perNode := 4
-	if targets < 3*perNode {
-		perNode = 1
-	}
 	nodes := (targets + perNode - 1) / perNode
-	nodes = (nodes + 2) / 3 * 3 // whole groups of 3
-	fl := newFleet(tmpl, nodes, perNode)
+	nodes = (nodes + 2) / 3 * 3
+	clusteredNodes := int(float64(nodes)*rs.Clustered) / 3 * 3
+	fl := newRuleFleet(tmpl, nodes, perNode, clusteredNodes, time.Now().Add(-30*24*time.Hour))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -348,51 +187,289 @@ func measureRules(t *testing.T, promBin string, tmpl *targetTemplate, targets in
 	srv := &http.Server{Handler: fl}
 	go func() { _ = srv.Serve(ln) }() // ErrServerClosed at cleanup
 	t.Cleanup(func() { srv.Close() })
+	sc := fl.scrapeConfigs(ln.Addr().String())
+	run := &benchkit.RuleScaleRun{Targets: nodes * perNode, Nodes: nodes, PeerGroups: clusteredNodes / 3 * perNode,
+		TargetSeries: len(fl.target), SmartSeries: len(fl.smart)}
+	t.Logf("%d targets (%d nodes × %d, %d nodes in groups of 3), %d series a target, %d smartctl series a disk",
+		run.Targets, nodes, perNode, clusteredNodes, len(fl.target), len(fl.smart))
 
-	var sc strings.Builder
-	fmt.Fprintf(&sc, "  - job_name: diskprobe\n    static_configs:\n")
-	for i := range nodes {
-		fmt.Fprintf(&sc, "      - targets: [%q]\n        labels: {__metrics_path__: \"/node/%d\", instance: \"node%05d:9934\", cluster: \"c%04d\"}\n",
-			ln.Addr().String(), i, i, i/3)
-	}
-	p := framework.StartPrometheus(t, framework.PrometheusOptions{
-		Binary:        promBin,
-		Rules:         []string{testenv.RepoPath("alerts", "diskprobe.rules.yml")},
-		Interval:      scrape,
-		EvalInterval:  eval,
-		ScrapeConfigs: sc.String(),
-	})
-	run := &ruleRun{Targets: nodes * perNode, Nodes: nodes, PerNode: perNode}
-	t.Logf("%d targets (%d nodes × %d), Prometheus pid %d; warming up %s", run.Targets, nodes, perNode, p.Pid(), warmup)
-	time.Sleep(warmup)
-	for e := 0; e < evals; e++ {
-		time.Sleep(eval)
-		m := promSelfMetrics(t, p)
-		durs := map[string]float64{}
-		for _, s := range m["prometheus_rule_group_last_duration_seconds"].GetMetric() {
-			g := labelValue(s, "rule_group")
-			durs[g[strings.LastIndex(g, ";")+1:]] = s.GetGauge().GetValue()
-		}
-		run.Evals = append(run.Evals, durs)
-		if hs := m["prometheus_tsdb_head_series"].GetMetric(); len(hs) > 0 {
-			run.HeadSeries = hs[0].GetGauge().GetValue()
-		}
-		t.Logf("evaluation %d: %v (head series %.0f)", e+1, durs, run.HeadSeries)
-	}
-	for g := range run.Evals[len(run.Evals)-1] {
-		run.Groups = append(run.Groups, g)
-	}
-	sort.Strings(run.Groups)
-	run.PeakRSS = vmHWM(p.Pid())
-	// The peer rules had real work: one median per group of 3.
-	run.PeerGroups, err = p.SeriesCount("peers:diskprobe_fdatasync_duration_seconds:mean_rate1m_min4m_median")
+	windows, recordedNames, err := ruleFileWindows(files...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := nodes / 3 * perNode; run.PeerGroups != want {
-		t.Errorf("%d peer groups with a median; want %d (every target name on 3 nodes)", run.PeerGroups, want)
+	// Discovery: each rule file on the live fleet (no history) long enough for every group to
+	// have run three times; the recorded series that a window reads are kept, to be backfilled.
+	readOverTime := map[string]bool{}
+	for _, w := range windows {
+		if recordedNames[w.Name] && w.From > lookback {
+			readOverTime[w.Name] = true
+		}
+	}
+	var recorded []recordedSeries
+	if len(readOverTime) > 0 {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		seen := map[string]bool{}
+		for _, f := range files {
+			p := framework.StartPrometheus(t, framework.PrometheusOptions{Binary: promBin, Rules: []string{f},
+				Interval: rs.Scrape, EvalInterval: 30 * time.Second, ScrapeConfigs: sc})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer p.Stop()
+				waitRecorded(t, p, readOverTime, 3, 5*time.Minute)
+				for name := range readOverTime {
+					r, err := p.Query(name)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					for _, s := range r.Result {
+						ls := labels.FromMap(s.Metric)
+						if seen[ls.String()] {
+							continue
+						}
+						seen[ls.String()] = true
+						v, _ := strconv.ParseFloat(fmt.Sprint(s.Value[1]), 64)
+						if math.IsNaN(v) || math.IsInf(v, 0) {
+							v = 0
+						}
+						recorded = append(recorded, recordedSeries{Labels: ls, Value: v})
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+
+	blocks := t.TempDir()
+	t0 := time.Now()
+	st, err := fl.backfill(context.Background(), blocks, windows, recorded, t0, rs.Scrape, rs.Eval, rs.Warmup+rs.Measure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.Backfill = benchkit.Backfill{Series: st.Series, Samples: st.Samples, Recorded: st.Recorded, Took: st.Took, History: t0.Sub(st.MinTime)}
+	t.Logf("backfilled %d series (%d recorded), %d samples, from %s before, in %s", st.Series, st.Recorded, st.Samples, t0.Sub(st.MinTime).Round(time.Minute), st.Took.Round(time.Second))
+
+	// Side by side: the baseline and every rule file, each on its own copy of the block.
+	runs := []*promRun{{file: ""}}
+	for _, f := range files {
+		runs = append(runs, &promRun{file: f})
+	}
+	for _, r := range runs {
+		data := filepath.Join(t.TempDir(), "data")
+		if out, err := exec.Command("cp", "-al", blocks, data).CombinedOutput(); err != nil {
+			t.Fatalf("cp -al: %v %s", err, out)
+		}
+		var rules []string
+		if r.file != "" {
+			rules = []string{r.file}
+		}
+		r.p = framework.StartPrometheus(t, framework.PrometheusOptions{Binary: promBin, Rules: rules, Interval: rs.Scrape,
+			EvalInterval: rs.Eval, ScrapeConfigs: sc, DataDir: data, ReadyTimeout: 5 * time.Minute})
+		r.groupWall, r.ruleWall, r.ruleGroup, r.interval = map[string][]float64{}, map[string][]float64{}, map[string]string{}, map[string]float64{}
+	}
+	t.Logf("warming up %s", rs.Warmup)
+	time.Sleep(rs.Warmup)
+	for _, r := range runs {
+		r.cpu0, r.t0, r.ran0 = pidCPU(t, r.p.Pid()), time.Now(), evaluationsRun(promSelfMetrics(t, r.p))
+	}
+	for elapsed := time.Duration(0); elapsed < rs.Measure; elapsed += rs.Eval {
+		time.Sleep(rs.Eval)
+		for _, r := range runs {
+			if r.file != "" {
+				sampleRules(t, r)
+			}
+		}
+	}
+	var baseCPU float64
+	for _, r := range runs {
+		cpu := (pidCPU(t, r.p.Pid()) - r.cpu0) / time.Since(r.t0).Minutes()
+		m := promSelfMetrics(t, r.p)
+		res := benchkit.RuleScaleFile{File: displayPath(r.file), CPUPerMinute: cpu, RSS: procStatus(r.p.Pid(), "VmRSS:"), PeakRSS: procStatus(r.p.Pid(), "VmHWM:")}
+		if hs := m["prometheus_tsdb_head_series"].GetMetric(); len(hs) > 0 {
+			res.HeadSeries = hs[0].GetGauge().GetValue()
+		}
+		for _, s := range m["prometheus_rule_group_iterations_missed_total"].GetMetric() {
+			res.Missed += s.GetCounter().GetValue()
+		}
+		// The share of the scheduled evaluations that ran in the window (each group at its
+		// own interval): under 1 when the machine cannot keep up.
+		var done, scheduled float64
+		for g, n := range evaluationsRun(m) {
+			iv := r.interval[g[strings.LastIndex(g, ";")+1:]]
+			if iv <= 0 {
+				iv = rs.Eval.Seconds()
+			}
+			done += n - r.ran0[g]
+			scheduled += time.Since(r.t0).Seconds() / iv
+		}
+		if scheduled > 0 {
+			res.Rounds = min(1, done/scheduled)
+		}
+		if r.file == "" {
+			baseCPU = cpu
+			run.Baseline = res
+			continue
+		}
+		for g, xs := range r.groupWall {
+			res.Groups = append(res.Groups, benchkit.RuleCost{Name: g, Wall: benchkit.Median(xs)})
+		}
+		for k, xs := range r.ruleWall {
+			res.Rules = append(res.Rules, benchkit.RuleCost{Name: k, Group: r.ruleGroup[k], Wall: benchkit.Median(xs)})
+		}
+		run.Files = append(run.Files, &res)
+	}
+	for _, f := range run.Files {
+		f.RuleCPU = f.CPUPerMinute - baseCPU
+		if f.Rounds > 0 {
+			f.CPUPerRound = f.RuleCPU / f.Rounds
+		}
+		f.Apportion()
+		t.Logf("%s: %.2f CPU-s/min of rule evaluation (%.2f with rules, %.2f without), %.2f of the scheduled evaluations ran in %s (%.2f CPU-s a minute if all had), head series %.0f, RSS %d MiB",
+			f.File, f.RuleCPU, f.CPUPerMinute, baseCPU, f.Rounds, rs.Measure, f.CPUPerRound, f.HeadSeries, f.RSS>>20)
+	}
+
+	// The history is there: the longest window over a raw series is (nearly) full.
+	var longest ruleWindow
+	for _, w := range windows {
+		if !recordedNames[w.Name] && w.From-w.To > longest.From-longest.To {
+			longest = w
+		}
+	}
+	if longest.Name != "" && len(runs) > 1 {
+		rng := longest.From - longest.To
+		sel := (&labels.Matcher{Type: labels.MatchEqual, Name: "__name__", Value: longest.Name}).String()
+		q := fmt.Sprintf("max(count_over_time({%s}[%s] offset %s))", sel, model.Duration(rng), model.Duration(longest.To))
+		if longest.To == 0 {
+			q = fmt.Sprintf("max(count_over_time({%s}[%s]))", sel, model.Duration(rng))
+		}
+		// On the Prometheus without rules: the others may be too busy to answer in time.
+		v, err := runs[0].p.Value(q)
+		want := rng.Seconds() / rs.Scrape.Seconds()
+		run.LongestWindow = fmt.Sprintf("`%s`: %.0f samples of %.0f", q, v, want)
+		switch {
+		case err != nil:
+			run.LongestWindow = fmt.Sprintf("`%s`: not answered (%v)", q, err)
+			t.Logf("%s: %v", q, err)
+		case v < 0.9*want:
+			t.Errorf("%s = %v; want about %.0f: the backfill did not fill the longest window", q, v, want)
+		}
+	}
+	for _, r := range runs {
+		r.p.Stop()
 	}
 	return run
+}
+
+// waitRecorded waits until every rule group of p has evaluated n times, or every time it was
+// scheduled to (a group with a long interval), not counting the iterations it missed (on a
+// loaded machine at 10,000 targets evaluations are missed), and logs how many series of each
+// name it recorded. Their number need not settle: some exist only while a condition holds.
+func waitRecorded(t *testing.T, p *framework.Prometheus, names map[string]bool, n float64, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	last := map[string]float64{}
+	for time.Now().Before(deadline) {
+		time.Sleep(30 * time.Second)
+		m := promSelfMetrics(t, p)
+		missed := map[string]float64{}
+		for _, s := range m["prometheus_rule_group_iterations_missed_total"].GetMetric() {
+			missed[ruleGroupLabel(s)] = s.GetCounter().GetValue()
+		}
+		its := m["prometheus_rule_group_iterations_total"].GetMetric()
+		done := len(its) > 0
+		for _, s := range its {
+			// A group with a long interval (10 m) is done when every evaluation it had run.
+			scheduled := s.GetCounter().GetValue()
+			if scheduled-missed[ruleGroupLabel(s)] < min(n, scheduled) || scheduled == 0 {
+				done = false
+			}
+		}
+		for name := range names {
+			r, err := p.Query("count(" + name + ")")
+			c := 0.0 // no series: none recorded (yet)
+			if len(r.Result) > 0 {
+				c, _ = strconv.ParseFloat(fmt.Sprint(r.Result[0].Value[1]), 64)
+			}
+			if err != nil {
+				done = false
+			}
+			last[name] = c
+		}
+		if done {
+			t.Logf("recorded: %v", last)
+			return
+		}
+	}
+	t.Logf("rule groups did not run %v evaluations in %s; recorded so far: %v", n, timeout, last)
+}
+
+// evaluationsRun is, per rule group, the evaluations scheduled minus those missed.
+func evaluationsRun(m map[string]*dto.MetricFamily) map[string]float64 {
+	ran := map[string]float64{}
+	for _, s := range m["prometheus_rule_group_iterations_total"].GetMetric() {
+		ran[ruleGroupLabel(s)] += s.GetCounter().GetValue()
+	}
+	for _, s := range m["prometheus_rule_group_iterations_missed_total"].GetMetric() {
+		ran[ruleGroupLabel(s)] -= s.GetCounter().GetValue()
+	}
+	return ran
+}
+
+func ruleGroupLabel(m *dto.Metric) string {
+	for _, l := range m.Label {
+		if l.GetName() == "rule_group" {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// sampleRules keeps the last evaluation's wall time of every group and rule (rules API).
+func sampleRules(t *testing.T, r *promRun) {
+	var body struct {
+		Groups []struct {
+			Name           string  `json:"name"`
+			EvaluationTime float64 `json:"evaluationTime"`
+			Interval       float64 `json:"interval"`
+			Rules          []struct {
+				Name           string  `json:"name"`
+				EvaluationTime float64 `json:"evaluationTime"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := r.p.API("/api/v1/rules", url.Values{}, &body); err != nil {
+		t.Logf("rules API: %v", err)
+		return
+	}
+	for _, g := range body.Groups {
+		r.groupWall[g.Name] = append(r.groupWall[g.Name], g.EvaluationTime)
+		r.interval[g.Name] = g.Interval
+		for i, rl := range g.Rules {
+			k := fmt.Sprintf("%s#%02d %s", g.Name, i, rl.Name)
+			r.ruleGroup[k] = g.Name
+			r.ruleWall[k] = append(r.ruleWall[k], rl.EvaluationTime)
+		}
+	}
+}
+
+// pidCPU is user+system CPU seconds of a process (/proc/<pid>/stat, clock ticks of 1/100 s).
+func pidCPU(t *testing.T, pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	// Fields after the command: state is f[0], utime f[11], stime f[12].
+	u, _ := strconv.ParseFloat(f[11], 64)
+	sy, _ := strconv.ParseFloat(f[12], 64)
+	return (u + sy) / 100
 }
 
 func promSelfMetrics(t *testing.T, p *framework.Prometheus) map[string]*dto.MetricFamily {
@@ -409,13 +486,14 @@ func promSelfMetrics(t *testing.T, p *framework.Prometheus) map[string]*dto.Metr
 	return fams
 }
 
-func vmHWM(pid int) int64 {
+// procStatus is a size field (kB) of /proc/<pid>/status, in bytes.
+func procStatus(pid int, field string) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10
 		}
@@ -434,78 +512,4 @@ func loadAvg() string {
 func prometheusVersionLine(bin string) string {
 	out, _ := exec.Command(bin, "--version").CombinedOutput()
 	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-}
-
-// ruleScale is the section of BENCHMARKS.md.
-type ruleScale struct {
-	Date                 time.Time
-	Prometheus           string
-	SeriesPerTarget      int
-	Load, LoadAfter      string
-	Warmup, Scrape, Eval time.Duration
-	Runs                 []*ruleRun
-}
-
-func medianOf(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return math.NaN()
-	}
-	return s[len(s)/2]
-}
-
-func (rs *ruleScale) markdown() string {
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("%s\n## The rules at fleet scale\n<a id=\"rule-scale\"></a>\n\n", ruleScaleBegin)
-	w("Every group of `alerts/diskprobe.rules.yml` evaluated by %s, read from its own\n", rs.Prometheus)
-	w("`prometheus_rule_group_last_duration_seconds`. Synthetic targets serve exactly the %d series the real\n", rs.SeriesPerTarget)
-	w("exporter serves for one target with the default probes (names, labels, bucket edges from a scrape of\n")
-	w("it), `diskprobe_target_info` included, with lognormal latencies that move; nodes of 4 targets, three\n")
-	w("nodes per `cluster`, so every target name has a peer group of 3. Scrape every %s, evaluation every %s,\n", rs.Scrape, rs.Eval)
-	w("%s of samples before the first measured evaluation: the 1h and 6h windows hold only that much, so\n", rs.Warmup)
-	w("their rules cost less here than after hours. Load average %s at the start, %s at the end (2 CPUs,\n", rs.Load, rs.LoadAfter)
-	w("shared). Goal: a full evaluation at 10,000 targets under 10 %% of the 1-minute interval (6 s).\n\n")
-	w("Command (alone, rewriting this section): `%s=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestRuleScale$' -count=1 -v -timeout 60m`, run at %s.\n\n",
-		ruleScaleEnv, rs.Date.UTC().Format("2006-01-02 15:04 MST"))
-	w("| targets | peer groups | head series | peak RSS | full evaluation, median (max) |")
-	groups := map[string]bool{}
-	for _, r := range rs.Runs {
-		for _, g := range r.Groups {
-			groups[g] = true
-		}
-	}
-	var gs []string
-	for g := range groups {
-		gs = append(gs, g)
-	}
-	sort.Strings(gs)
-	for _, g := range gs {
-		w(" %s |", g)
-	}
-	w("\n|---|---|---|---|---|%s\n", strings.Repeat("---|", len(gs)))
-	for _, r := range rs.Runs {
-		var totals []float64
-		per := map[string][]float64{}
-		for _, e := range r.Evals {
-			sum := 0.0
-			for g, d := range e {
-				sum += d
-				per[g] = append(per[g], d)
-			}
-			totals = append(totals, sum)
-		}
-		mx := 0.0
-		for _, x := range totals {
-			mx = max(mx, x)
-		}
-		w("| %d | %d | %.2f M | %.2f GiB | %.2f s (%.2f s) |", r.Targets, r.PeerGroups, r.HeadSeries/1e6, float64(r.PeakRSS)/(1<<30), medianOf(totals), mx)
-		for _, g := range gs {
-			w(" %.3f s |", medianOf(per[g]))
-		}
-		w("\n")
-	}
-	w("\nPer group: the median over %d evaluations.\n%s\n", len(rs.Runs[0].Evals), ruleScaleEnd)
-	return b.String()
 }

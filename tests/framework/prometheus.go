@@ -22,6 +22,7 @@ type Prometheus struct {
 	Addr string
 	cmd  *exec.Cmd
 	log  *testenv.SyncBuffer
+	done chan struct{}
 }
 
 // PrometheusOptions says what a test Prometheus scrapes and evaluates.
@@ -42,6 +43,12 @@ type PrometheusOptions struct {
 	// ScrapeConfigs is YAML appended under scrape_configs, for jobs Jobs cannot describe
 	// (many targets, per-target labels): list items indented by two spaces.
 	ScrapeConfigs string
+	// DataDir is the TSDB directory, for a test that put blocks there first (a backfill);
+	// default: a new temporary directory.
+	DataDir string
+	// ReadyTimeout is how long it may take to become ready (default 30s): opening a large
+	// backfilled TSDB takes longer.
+	ReadyTimeout time.Duration
 }
 
 // StartPrometheus runs a prometheus (Debian's unless opts.Binary names another) on a free loopback port with its storage in a
@@ -82,6 +89,10 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 	}
 	cfg.WriteString(opts.ScrapeConfigs)
 	dir := t.TempDir()
+	dataDir := opts.DataDir
+	if dataDir == "" {
+		dataDir = filepath.Join(dir, "data")
+	}
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -89,7 +100,7 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 	p := &Prometheus{Addr: FreePort(t), log: &testenv.SyncBuffer{}}
 	args := append([]string{
 		"--config.file=" + cfgPath,
-		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--storage.tsdb.path=" + dataDir,
 		"--web.listen-address=" + p.Addr,
 		"--log.level=warn",
 	}, opts.Flags...)
@@ -99,6 +110,7 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
+	p.done = done
 	go func() { p.cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		p.cmd.Process.Kill()
@@ -110,7 +122,10 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 			t.Logf("prometheus log:\n%s", p.log.String())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 30 * time.Second
+	}
+	deadline := time.Now().Add(opts.ReadyTimeout)
 	for {
 		resp, err := http.Get("http://" + p.Addr + "/-/ready")
 		if err == nil {
@@ -125,9 +140,19 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready after 30s\n%s", p.log.String())
+			t.Fatalf("prometheus not ready after %s\n%s", opts.ReadyTimeout, p.log.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Stop kills the Prometheus (by its own pid) before cleanup would, and waits for it to exit:
+// a test that is done with one frees its memory for the next.
+func (p *Prometheus) Stop() {
+	p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
 	}
 }
 

@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -183,4 +184,27 @@ func (q *Queue) firstRounds() []QueueRound {
 		return nil
 	}
 	return q.Cases[0].Rounds
+}
+
+// sectionBegin matches the begin marker of a section a test splices in on its own:
+// "<!-- <name> section: … -->", ended by "<!-- end of <name> section -->".
+var sectionBegin = regexp.MustCompile(`<!-- (.+?) section: [^\n]*?-->`)
+
+// KeepSections is doc, a freshly generated report, with every section of old (the report it
+// replaces) that doc does not have appended: the sections that tests other than the
+// generator's write (rule scale, live alert, replay, e2e timing) survive a regeneration.
+func KeepSections(old, doc string) string {
+	for _, m := range sectionBegin.FindAllStringSubmatchIndex(old, -1) {
+		begin := old[m[0]:m[1]]
+		if strings.Contains(doc, begin) {
+			continue
+		}
+		end := "<!-- end of " + old[m[2]:m[3]] + " section -->"
+		j := strings.Index(old[m[1]:], end)
+		if j < 0 {
+			continue
+		}
+		doc = SpliceSection(doc, begin, end, old[m[0]:m[1]+j+len(end)])
+	}
+	return doc
 }

@@ -51,3 +51,21 @@ func TestCommitSectionIsAddedAfterTheEtcdOneThenReplaced(t *testing.T) {
 		t.Error("a report without the etcd section was accepted")
 	}
 }
+
+func TestRegeneratedReportKeepsOtherTestsSections(t *testing.T) {
+	old := "# Benchmarks\nold figures\n" + etcdBegin + "\nold etcd\n" + etcdEnd + "\n\n" +
+		RuleScaleBegin + "\nrule cost 7.5\n" + RuleScaleEnd + "\n\n" + LiveAlertBegin + "\nfired minute 3\n" + LiveAlertEnd + "\n"
+	regenerated := "# Benchmarks\nnew figures\n" + etcdBegin + "\nnew etcd\n" + etcdEnd + "\n"
+	got := KeepSections(old, regenerated)
+	for _, want := range []string{"new figures", "new etcd", RuleScaleBegin + "\nrule cost 7.5\n" + RuleScaleEnd, LiveAlertBegin + "\nfired minute 3\n" + LiveAlertEnd} {
+		if !strings.Contains(got, want) {
+			t.Errorf("regenerated report lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "old etcd") || strings.Count(got, RuleScaleBegin) != 1 {
+		t.Errorf("regenerated report:\n%s", got)
+	}
+	if again := KeepSections(got, regenerated); again != got {
+		t.Errorf("not stable:\n%s\n---\n%s", got, again)
+	}
+}
