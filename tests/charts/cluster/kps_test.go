@@ -114,6 +114,11 @@ func TestReadmeInstallOnThreeEtcdMembersUnseenByKubePrometheusStack(t *testing.T
 		p99, err2 := byInstance(prom, `target:diskprobe_fdatasync_duration_seconds:quantile_rate5m{quantile="0.99",target="etcd"}`)
 		return err1 == nil && err2 == nil && sameKeys(up, names) && sameKeys(p99, names)
 	})
+	// etcd's second number: the preset's commit probe, served by every member.
+	kps.wait(t, 3*time.Minute, "commits of the etcd preset's commit probe from every member", func() bool {
+		n, err := byInstance(prom, `diskprobe_commit_duration_seconds_count{target="etcd"} > 0`)
+		return err == nil && sameKeys(n, names)
+	})
 	// The peer group: three members of one job and target, their median recorded.
 	kps.wait(t, 3*time.Minute, "the peer group's median member", func() bool {
 		n, err := prom.SeriesCount(`peers:diskprobe_fdatasync_duration_seconds:mean_rate1m_min4m_median{target="etcd"}`)
