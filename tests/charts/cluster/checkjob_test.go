@@ -64,7 +64,7 @@ func TestCheckJobMeasuresEveryControlPlaneNodeOrOnlyOne(t *testing.T) {
 	}
 	// etcd's two numbers, each its own verdict line: the WAL's fdatasync and the backend's commit.
 	for _, job := range []string{"fdatasync", "commit"} {
-		if v := regexp.MustCompile(`(?m)\] (PASS|FAIL)  ` + job + ` p99 `).FindAllString(logs, -1); len(v) != len(e.c.Nodes) {
+		if v := regexp.MustCompile(`(?m)\] (PASS|FAIL)  `+job+` p99 `).FindAllString(logs, -1); len(v) != len(e.c.Nodes) {
 			t.Errorf("the reports hold %d %s verdicts, want one per node", len(v), job)
 		}
 	}
