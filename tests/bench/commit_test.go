@@ -12,8 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,35 +56,14 @@ func measureEtcdCommit(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, 
 	})
 	classic := framework.StartPrometheus(t, framework.PrometheusOptions{Jobs: map[string]string{"diskprobe": exp.Addr}})
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var puts atomic.Int64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		value := strings.Repeat("x", 1024)
-		tick := time.NewTicker(time.Second / etcdPutRate)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			if etcdPut(etcd.ClientURL, fmt.Sprintf("bench/%d", i%1000), value) == nil {
-				puts.Add(1)
-			}
-		}
-	}()
+	load := startPutLoad(etcd.ClientURL)
 	framework.WaitMetric(t, exp, 10*time.Minute, "the commit probe's first round (its file filled)", func(f map[string]*dto.MetricFamily) bool {
 		v, _ := framework.Value(f, "diskprobe_probe_runs_total", map[string]string{"probe": "commit"})
 		return v > 0
 	})
-	before := puts.Load()
+	before := load.Puts()
 	time.Sleep(window + 5*time.Second)
-	close(stop)
-	wg.Wait()
-	d.Puts = puts.Load() - before
+	d.Puts = load.Stop() - before
 
 	rng := fmt.Sprintf("[%ds]", int(window.Seconds()))
 	q := func(p *framework.Prometheus, expr string) float64 {

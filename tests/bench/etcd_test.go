@@ -57,32 +57,9 @@ func measureEtcd(t *testing.T, name, dir, dev string, cg *testenv.Cgroup, window
 	})
 	classic := framework.StartPrometheus(t, framework.PrometheusOptions{Jobs: map[string]string{"diskprobe": exp.Addr}})
 
-	// The load: one client putting 1 KiB values at up to etcdPutRate a second, each a WAL
-	// write and fsync; a slow disk holds it back, as it would a real cluster.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var puts atomic.Int64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		value := strings.Repeat("x", 1024)
-		tick := time.NewTicker(time.Second / etcdPutRate)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			if etcdPut(etcd.ClientURL, fmt.Sprintf("bench/%d", i%1000), value) == nil {
-				puts.Add(1)
-			}
-		}
-	}()
+	load := startPutLoad(etcd.ClientURL)
 	time.Sleep(window + 5*time.Second)
-	close(stop)
-	wg.Wait()
-	d.Puts = puts.Load()
+	d.Puts = load.Stop()
 
 	rng := fmt.Sprintf("[%ds]", int(window.Seconds()))
 	q := func(p *framework.Prometheus, expr string) float64 {
@@ -231,4 +208,45 @@ func spliceReport(t *testing.T, section string, splice func(doc string) (string,
 		t.Fatal(err)
 	}
 	t.Logf("rewrote the %s section of %s", section, out)
+}
+
+// putLoad is one client putting 1 KiB values into etcd at up to etcdPutRate a second, each
+// a WAL write and fsync and, batched, a backend commit; a slow disk holds it back, as it
+// would a real cluster.
+type putLoad struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+	puts atomic.Int64
+}
+
+func startPutLoad(url string) *putLoad {
+	l := &putLoad{stop: make(chan struct{})}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		value := strings.Repeat("x", 1024)
+		tick := time.NewTicker(time.Second / etcdPutRate)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			if etcdPut(url, fmt.Sprintf("bench/%d", i%1000), value) == nil {
+				l.puts.Add(1)
+			}
+		}
+	}()
+	return l
+}
+
+// Puts is how many puts have succeeded so far.
+func (l *putLoad) Puts() int64 { return l.puts.Load() }
+
+// Stop ends the load and returns how many puts succeeded.
+func (l *putLoad) Stop() int64 {
+	close(l.stop)
+	l.wg.Wait()
+	return l.puts.Load()
 }
