@@ -113,18 +113,7 @@ var commitGoals = []Goal{
 	{
 		Text:     "healthy disk (commits ~4 ms + 0.5 % stalls at 30–80 ms): no commit warning or critical",
 		Scenario: func(n string) bool { return strings.HasPrefix(n, "commit healthy") },
-		Judge: func(r *Result) (string, bool) {
-			var fired []string
-			for _, f := range r.Firings {
-				if isCommitAlert(f) && (f.Severity == "warning" || f.Severity == "critical") {
-					fired = append(fired, fmt.Sprintf("%s %s ×%d", f.Alert, f.Severity, f.Episodes))
-				}
-			}
-			if len(fired) > 0 {
-				return strings.Join(fired, ", ") + " in " + durationWords(r.Healthy), false
-			}
-			return "0 in " + durationWords(r.Healthy), true
-		},
+		Judge:    noWarningOrPage(isCommitAlert),
 	},
 	{
 		Text:     "this machine's shared disk, a live etcd's commits 10 % over 25 ms: a commit warning (it misses etcd's target), no page",

@@ -432,18 +432,7 @@ var Goals = []Goal{
 	{
 		Text:     "healthy disk with 0.5 % GC stalls at 20–60 ms: no warning or critical",
 		Scenario: func(n string) bool { return strings.HasPrefix(n, "healthy") && strings.Contains(n, "GC stalls") },
-		Judge: func(r *Result) (string, bool) {
-			var fired []string
-			for _, f := range r.Firings {
-				if shipped(f) && (f.Severity == "warning" || f.Severity == "critical") {
-					fired = append(fired, fmt.Sprintf("%s %s ×%d", f.Alert, f.Severity, f.Episodes))
-				}
-			}
-			if len(fired) > 0 {
-				return strings.Join(fired, ", ") + " in " + durationWords(r.Healthy), false
-			}
-			return "0 in " + durationWords(r.Healthy), true
-		},
+		Judge:    noWarningOrPage(shipped),
 	},
 	{
 		Text:     "healthy, then 3× slower at constant load: DiskprobeLatencySuspectHardware within 2 h",
@@ -643,4 +632,21 @@ var Goals = []Goal{
 			return fmt.Sprintf("ours %s (%s), the etcd mixin %s: %s earlier", minutes(ours), name, minutes(etcd.Detected), minutes(etcd.Detected-ours)), true
 		},
 	},
+}
+
+// noWarningOrPage judges a healthy scenario: none of the alerts counts selects fired a
+// warning or a critical (each one that did is named, with its episodes).
+func noWarningOrPage(counts func(*Firing) bool) func(*Result) (string, bool) {
+	return func(r *Result) (string, bool) {
+		var fired []string
+		for _, f := range r.Firings {
+			if counts(f) && (f.Severity == "warning" || f.Severity == "critical") {
+				fired = append(fired, fmt.Sprintf("%s %s ×%d", f.Alert, f.Severity, f.Episodes))
+			}
+		}
+		if len(fired) > 0 {
+			return strings.Join(fired, ", ") + " in " + durationWords(r.Healthy), false
+		}
+		return "0 in " + durationWords(r.Healthy), true
+	}
 }
