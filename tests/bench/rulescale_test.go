@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -49,7 +50,9 @@ const ruleScaleEnv = "DISKPROBE_BENCH_RULESCALE"
 // DISKPROBE_BENCH_RULESCALE_RULES: comma-separated rule files (default alerts/diskprobe.rules.yml);
 // DISKPROBE_BENCH_RULESCALE_MEASURE: measured time (default 5m), after
 // DISKPROBE_BENCH_RULESCALE_WARMUP (default 3m) of live scrapes on the backfilled history;
-// DISKPROBE_BENCH_RULESCALE_CLUSTERED: share of nodes in peer groups (default 0.3).
+// DISKPROBE_BENCH_RULESCALE_CLUSTERED: share of nodes in peer groups (default 0.3);
+// DISKPROBE_BENCH_RULESCALE_PPROF: a directory for a minute's CPU profile of every Prometheus,
+// taken after the measured window (where the rules' CPU goes, by function).
 // With DISKPROBE_BENCH_REPORT set, its section of that file is rewritten.
 func TestRuleScale(t *testing.T) {
 	if os.Getenv(ruleScaleEnv) != "1" {
@@ -171,6 +174,7 @@ type promRun struct {
 	groupWall map[string][]float64
 	ruleWall  map[string][]float64 // "group/name" → seconds
 	ruleGroup map[string]string
+	ruleQuery map[string]string  // "group/name" → the rule's expression
 	interval  map[string]float64 // group → its evaluation interval, seconds (rules API)
 }
 
@@ -272,7 +276,7 @@ func measureRuleCost(t *testing.T, promBin string, tmpl []*dto.MetricFamily, fil
 		}
 		r.p = framework.StartPrometheus(t, framework.PrometheusOptions{Binary: promBin, Rules: rules, Interval: rs.Scrape,
 			EvalInterval: rs.Eval, ScrapeConfigs: sc, DataDir: data, ReadyTimeout: 5 * time.Minute})
-		r.groupWall, r.ruleWall, r.ruleGroup, r.interval = map[string][]float64{}, map[string][]float64{}, map[string]string{}, map[string]float64{}
+		r.groupWall, r.ruleWall, r.ruleGroup, r.ruleQuery, r.interval = map[string][]float64{}, map[string][]float64{}, map[string]string{}, map[string]string{}, map[string]float64{}
 	}
 	t.Logf("warming up %s", rs.Warmup)
 	time.Sleep(rs.Warmup)
@@ -285,6 +289,11 @@ func measureRuleCost(t *testing.T, promBin string, tmpl []*dto.MetricFamily, fil
 			if r.file != "" {
 				sampleRules(t, r)
 			}
+		}
+	}
+	if dir := os.Getenv("DISKPROBE_BENCH_RULESCALE_PPROF"); dir != "" {
+		for i, r := range runs {
+			saveProfile(t, r.p, filepath.Join(dir, fmt.Sprintf("%d-targets-%d-%s.pprof", targets, i, strings.TrimSuffix(filepath.Base(r.file), ".yml"))))
 		}
 	}
 	var baseCPU float64
@@ -317,11 +326,22 @@ func measureRuleCost(t *testing.T, promBin string, tmpl []*dto.MetricFamily, fil
 			run.Baseline = res
 			continue
 		}
-		for g, xs := range r.groupWall {
-			res.Groups = append(res.Groups, benchkit.RuleCost{Name: g, Wall: benchkit.Median(xs)})
+		perMinute := func(g string) float64 {
+			if iv := r.interval[g]; iv > 0 {
+				return 60 / iv
+			}
+			return time.Minute.Seconds() / rs.Eval.Seconds()
 		}
+		groupSamples := map[string]float64{}
 		for k, xs := range r.ruleWall {
-			res.Rules = append(res.Rules, benchkit.RuleCost{Name: k, Group: r.ruleGroup[k], Wall: benchkit.Median(xs)})
+			g := r.ruleGroup[k]
+			rc := benchkit.RuleCost{Name: k, Group: g, Wall: benchkit.Median(xs), PerMinute: perMinute(g)}
+			rc.Samples = querySamples(t, r.p, r.ruleQuery[k]) * rc.PerMinute
+			groupSamples[g] += rc.Samples
+			res.Rules = append(res.Rules, rc)
+		}
+		for g, xs := range r.groupWall {
+			res.Groups = append(res.Groups, benchkit.RuleCost{Name: g, Wall: benchkit.Median(xs), PerMinute: perMinute(g), Samples: groupSamples[g]})
 		}
 		run.Files = append(run.Files, &res)
 	}
@@ -439,6 +459,7 @@ func sampleRules(t *testing.T, r *promRun) {
 			Interval       float64 `json:"interval"`
 			Rules          []struct {
 				Name           string  `json:"name"`
+				Query          string  `json:"query"`
 				EvaluationTime float64 `json:"evaluationTime"`
 			} `json:"rules"`
 		} `json:"groups"`
@@ -453,9 +474,46 @@ func sampleRules(t *testing.T, r *promRun) {
 		for i, rl := range g.Rules {
 			k := fmt.Sprintf("%s#%02d %s", g.Name, i, rl.Name)
 			r.ruleGroup[k] = g.Name
+			r.ruleQuery[k] = rl.Query
 			r.ruleWall[k] = append(r.ruleWall[k], rl.EvaluationTime)
 		}
 	}
+}
+
+// saveProfile writes a minute of p's CPU profile (its /debug/pprof) to path: where the rules'
+// CPU goes, by function (go tool pprof -top).
+func saveProfile(t *testing.T, p *framework.Prometheus, path string) {
+	client := http.Client{Timeout: 2 * time.Minute}
+	resp, err := client.Get("http://" + p.Addr + "/debug/pprof/profile?seconds=60")
+	if err != nil {
+		t.Logf("profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		t.Logf("profile: %v", err)
+	}
+}
+
+// querySamples is the samples one evaluation of expr reads now: the query API's
+// totalQueryableSamples (stats=all). 0, logged, when the query fails.
+func querySamples(t *testing.T, p *framework.Prometheus, expr string) float64 {
+	var body struct {
+		Stats struct {
+			Samples struct {
+				TotalQueryableSamples float64 `json:"totalQueryableSamples"`
+			} `json:"samples"`
+		} `json:"stats"`
+	}
+	if err := p.APIWithin("/api/v1/query", url.Values{"query": {expr}, "stats": {"all"}}, 5*time.Minute, &body); err != nil {
+		t.Logf("samples of %q: %v", expr, err)
+		return 0
+	}
+	return body.Stats.Samples.TotalQueryableSamples
 }
 
 // pidCPU is user+system CPU seconds of a process (/proc/<pid>/stat, clock ticks of 1/100 s).

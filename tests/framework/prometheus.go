@@ -161,7 +161,12 @@ func (p *Prometheus) Pid() int { return p.cmd.Process.Pid }
 
 // API GETs a Prometheus HTTP API path and decodes its data field into out.
 func (p *Prometheus) API(path string, params url.Values, out any) error {
-	client := http.Client{Timeout: 10 * time.Second}
+	return p.APIWithin(path, params, 10*time.Second, out)
+}
+
+// APIWithin is API with a time limit of its own, for queries that read a fleet's history.
+func (p *Prometheus) APIWithin(path string, params url.Values, limit time.Duration, out any) error {
+	client := http.Client{Timeout: limit}
 	resp, err := client.Get("http://" + p.Addr + path + "?" + params.Encode())
 	if err != nil {
 		return err

@@ -62,26 +62,41 @@ type RuleScaleFile struct {
 type RuleCost struct {
 	Name, Group string
 	Wall        float64 // seconds, median of the last evaluation sampled every minute
-	CPU         float64 // CPU seconds a minute, RuleCPU split in proportion to Wall
+	PerMinute   float64 // evaluations a minute (a minute over the group's interval)
+	CPU         float64 // CPU seconds a minute, RuleCPU split in proportion to Wall × PerMinute
+	// Samples a minute: the samples one evaluation of the expression reads (the query API's
+	// stats, totalQueryableSamples, asked after the measured window), times PerMinute. It does
+	// not depend on the machine's load, as wall times do.
+	Samples float64
 }
 
-// Apportion splits RuleCPU over the groups and rules in proportion to their wall times.
+// Apportion splits RuleCPU over the groups and rules in proportion to their wall time a
+// minute (a 10-minute group's evaluation counts a tenth).
 func (f *RuleScaleFile) Apportion() {
 	var total float64
 	for _, g := range f.Groups {
-		total += g.Wall
+		total += g.Wall * g.PerMinute
 	}
 	if total == 0 {
 		return
 	}
 	for i := range f.Groups {
-		f.Groups[i].CPU = f.RuleCPU * f.Groups[i].Wall / total
+		f.Groups[i].CPU = f.RuleCPU * f.Groups[i].Wall * f.Groups[i].PerMinute / total
 	}
 	for i := range f.Rules {
-		f.Rules[i].CPU = f.RuleCPU * f.Rules[i].Wall / total
+		f.Rules[i].CPU = f.RuleCPU * f.Rules[i].Wall * f.Rules[i].PerMinute / total
 	}
-	sort.Slice(f.Groups, func(i, j int) bool { return f.Groups[i].Wall > f.Groups[j].Wall })
-	sort.Slice(f.Rules, func(i, j int) bool { return f.Rules[i].Wall > f.Rules[j].Wall })
+	sort.Slice(f.Groups, func(i, j int) bool { return f.Groups[i].CPU > f.Groups[j].CPU })
+	sort.Slice(f.Rules, func(i, j int) bool { return f.Rules[i].CPU > f.Rules[j].CPU })
+}
+
+// Samples is the samples the rules read a minute, all together.
+func (f *RuleScaleFile) Samples() float64 {
+	var n float64
+	for _, r := range f.Rules {
+		n += r.Samples
+	}
+	return n
 }
 
 // Markdown is the section, between its markers.
@@ -93,7 +108,10 @@ func (rs *RuleScale) Markdown() string {
 	w("(`/proc/<pid>/stat` user+system) of a Prometheus evaluating a rule file minus that of one without rules, side\n")
 	w("by side on copies of the same TSDB, scraping the same live fleet, over %s after %s of live scrapes.\n", rs.Measure, rs.Warmup)
 	w("Per group and per rule: the rules API's `evaluationTime` (wall time of the last evaluation, median of one\n")
-	w("sample a minute), and that CPU split in proportion to it.\n\n")
+	w("sample a minute), and that CPU split in proportion to it (times the evaluations a minute: a group every\n")
+	w("10 minutes counts a tenth). Samples a minute: what one evaluation of each expression reads (the query\n")
+	w("API's `stats=all`, `totalQueryableSamples`, asked once after the measured window) times its evaluations\n")
+	w("a minute; unlike wall times, it does not depend on the machine's load.\n\n")
 	w("The fleet: synthetic targets serving the series the real exporter serves for one target with the default\n")
 	w("probes (names, labels, DESIGN.md's bucket edges from a scrape of it: histograms, context, CPU-wait,\n")
 	w("`diskprobe_target_info`), four targets a node, %.0f %% of nodes in peer groups of three (a `cluster` label;\n", rs.Clustered*100)
@@ -110,7 +128,7 @@ func (rs *RuleScale) Markdown() string {
 	w("shared with other work, so wall times are inflated; CPU seconds much less so.\n\n")
 	w("Command (alone, rewriting this section): `%s=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestRuleScale$' -count=1 -v -timeout 90m` (root; DISKPROBE_BENCH_RULESCALE_RULES=a.yml,b.yml compares files), run at %s.\n\n",
 		"DISKPROBE_BENCH_RULESCALE", rs.Date.UTC().Format("2006-01-02 15:04 MST"))
-	w("| targets | rule file | rule evaluation CPU-s/min | share of the scheduled evaluations run in %s | CPU-s/min if all had run | goal at 10,000 (≤ %.0f) | process CPU-s/min (without rules) | head series (without rules) | RSS, peak (without rules) | iterations missed |\n|---|---|---|---|---|---|---|---|---|---|\n", rs.Measure, RuleScaleGoal)
+	w("| targets | rule file | rule evaluation CPU-s/min | share of the scheduled evaluations run in %s | CPU-s/min if all had run | goal at 10,000 (≤ %.0f) | samples read a minute | process CPU-s/min (without rules) | head series (without rules) | RSS, peak (without rules) | iterations missed |\n|---|---|---|---|---|---|---|---|---|---|---|\n", rs.Measure, RuleScaleGoal)
 	for _, r := range rs.Runs {
 		for _, f := range r.Files {
 			goal := "—"
@@ -120,8 +138,8 @@ func (rs *RuleScale) Markdown() string {
 					goal += fmt.Sprintf(" (%.1fx, %.1f CPU-s over)", f.CPUPerRound/RuleScaleGoal, f.CPUPerRound-RuleScaleGoal)
 				}
 			}
-			w("| %d | `%s` | %.2f | %.2f | **%.2f** | %s | %.2f (%.2f) | %.0f (%.0f) | %s, %s (%s) | %.0f |\n", r.Targets, f.File, f.RuleCPU, f.Rounds, f.CPUPerRound, goal,
-				f.CPUPerMinute, r.Baseline.CPUPerMinute, f.HeadSeries, r.Baseline.HeadSeries,
+			w("| %d | `%s` | %.2f | %.2f | **%.2f** | %s | %.1f M | %.2f (%.2f) | %.0f (%.0f) | %s, %s (%s) | %.0f |\n", r.Targets, f.File, f.RuleCPU, f.Rounds, f.CPUPerRound, goal,
+				f.Samples()/1e6, f.CPUPerMinute, r.Baseline.CPUPerMinute, f.HeadSeries, r.Baseline.HeadSeries,
 				gib(f.RSS), gib(f.PeakRSS), gib(r.Baseline.PeakRSS), f.Missed)
 		}
 	}
@@ -137,17 +155,17 @@ func (rs *RuleScale) Markdown() string {
 	}
 	for _, r := range rs.Runs {
 		for _, f := range r.Files {
-			w("\n### %d targets, `%s`: per group\n\n| group | wall time of an evaluation | CPU-s/min (apportioned) |\n|---|---|---|\n", r.Targets, f.File)
+			w("\n### %d targets, `%s`: per group\n\n| group | evaluations a minute | wall time of an evaluation | CPU-s/min (apportioned) | samples read a minute |\n|---|---|---|---|---|\n", r.Targets, f.File)
 			for _, g := range f.Groups {
-				w("| %s | %.3f s | %.2f |\n", g.Name, g.Wall, g.CPU)
+				w("| %s | %.2g | %.3f s | %.2f | %.2f M |\n", g.Name, g.PerMinute, g.Wall, g.CPU, g.Samples/1e6)
 			}
-			w("\nThe 12 most expensive rules:\n\n| rule | group | wall time | CPU-s/min (apportioned) |\n|---|---|---|---|\n")
+			w("\nThe 12 most expensive rules:\n\n| rule | group | wall time | CPU-s/min (apportioned) | samples read a minute |\n|---|---|---|---|---|\n")
 			for i, rl := range f.Rules {
 				if i == 12 {
 					break
 				}
 				name := rl.Name[strings.Index(rl.Name, " ")+1:]
-				w("| `%s` | %s | %.3f s | %.2f |\n", name, rl.Group, rl.Wall, rl.CPU)
+				w("| `%s` | %s | %.3f s | %.2f | %.2f M |\n", name, rl.Group, rl.Wall, rl.CPU, rl.Samples/1e6)
 			}
 		}
 	}
