@@ -135,7 +135,8 @@ var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Replay runs a scenario through the simulated exporter and scrape, and evaluates the rule
 // files with Prometheus's own rule manager (as promtool's rule unit tests do) every
-// evalEvery, in the order of the groups in the files.
+// evalEvery, in the order of the groups in the files; a group with an interval of its own
+// (longer than evalEvery) only every that interval, as Prometheus does and promtool does not.
 func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probing, evalEvery time.Duration) (*Result, error) {
 	return ReplayWith(ctx, sc, ruleFiles, probing, evalEvery, Options{})
 }
@@ -216,6 +217,10 @@ func ReplayWith(ctx context.Context, sc *Scenario, ruleFiles []string, probing P
 		sers[i] = newSeries(sc.Model, m)
 	}
 	nextScrape := start
+	due := make([]time.Time, len(groups)) // each group's next evaluation
+	for i := range due {
+		due[i] = start
+	}
 	var buf []float64
 	var firing []Active
 	for ts := start; !ts.After(start.Add(span)); ts = ts.Add(evalEvery) {
@@ -237,7 +242,15 @@ func ReplayWith(ctx context.Context, sc *Scenario, ruleFiles []string, probing P
 				return nil, err
 			}
 		}
-		for _, g := range groups {
+		for i, g := range groups {
+			// Each group at its own interval, as Prometheus runs it: a slower group's
+			// recorded series are as old between its evaluations as they are there.
+			if ts.Before(due[i]) {
+				continue
+			}
+			for !due[i].After(ts) {
+				due[i] = due[i].Add(g.Interval())
+			}
 			g.Eval(ctx, ts.Add(opts.Offset))
 			for _, r := range g.Rules() {
 				if err := r.LastError(); err != nil {
