@@ -23,8 +23,9 @@ import (
 // ruleFile is the part of a Prometheus rule file the tests read.
 type ruleFile struct {
 	Groups []struct {
-		Name  string `yaml:"name"`
-		Rules []rule `yaml:"rules"`
+		Name     string `yaml:"name"`
+		Interval string `yaml:"interval"`
+		Rules    []rule `yaml:"rules"`
 	} `yaml:"groups"`
 }
 
