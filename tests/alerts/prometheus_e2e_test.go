@@ -310,7 +310,7 @@ func shortenFor(n *yaml.Node) int {
 				n.Content[i+1].Value = shortFor
 				count++
 			}
-			// A slower group's own interval (diskprobe.slow, 10m) would leave its rules
+			// A slower group's own interval (diskprobe.every5m, 5m) would leave its rules
 			// unevaluated for the whole test: every group at the test's interval.
 			if n.Content[i].Value == "interval" && n.Content[i+1].Kind == yaml.ScalarNode {
 				n.Content[i+1].Value = shortFor
