@@ -398,11 +398,13 @@ type backfillStats struct {
 type recordedSeries struct {
 	Labels labels.Labels
 	Value  float64
+	Every  time.Duration // its group's own interval; 0: the evaluation interval
 }
 
 // backfill writes one TSDB block into dir: every series of the fleet, and the recorded
 // series given, with samples wherever a rule's window reads them (historyIntervals) up to t0:
-// scrapes every scrape interval, recorded series every evaluation interval.
+// scrapes every scrape interval, recorded series every evaluation interval (or their group's
+// own, when it is longer: a 5-minute group's day is 288 samples, as live).
 func (fl *ruleFleet) backfill(ctx context.Context, dir string, windows []ruleWindow, recorded []recordedSeries, t0 time.Time, scrape, eval, measure time.Duration) (*backfillStats, error) {
 	start := time.Now()
 	byName := windowsByName(windows)
@@ -494,7 +496,7 @@ func (fl *ruleFleet) backfill(ctx context.Context, dir string, windows []ruleWin
 					for ri, r := range recorded {
 						ph := float64(ri%97) / 97 * 2 * math.Pi
 						v := r.Value
-						if err := emit(r.Labels, eval.Milliseconds(), func(at time.Time) float64 {
+						if err := emit(r.Labels, max(eval, r.Every).Milliseconds(), func(at time.Time) float64 {
 							return v * (1 + 0.02*math.Sin(float64(at.Unix())/900+ph))
 						}); err != nil {
 							return err

@@ -205,7 +205,7 @@ func measureRuleCost(t *testing.T, promBin string, tmpl []*dto.MetricFamily, fil
 	// have run three times; the recorded series that a window reads are kept, to be backfilled.
 	readOverTime := map[string]bool{}
 	for _, w := range windows {
-		if recordedNames[w.Name] && w.From > lookback {
+		if _, rec := recordedNames[w.Name]; rec && w.From > lookback {
 			readOverTime[w.Name] = true
 		}
 	}
@@ -239,7 +239,7 @@ func measureRuleCost(t *testing.T, promBin string, tmpl []*dto.MetricFamily, fil
 						if math.IsNaN(v) || math.IsInf(v, 0) {
 							v = 0
 						}
-						recorded = append(recorded, recordedSeries{Labels: ls, Value: v})
+						recorded = append(recorded, recordedSeries{Labels: ls, Value: v, Every: recordedNames[name]})
 					}
 					mu.Unlock()
 				}
@@ -358,7 +358,7 @@ func measureRuleCost(t *testing.T, promBin string, tmpl []*dto.MetricFamily, fil
 	// The history is there: the longest window over a raw series is (nearly) full.
 	var longest ruleWindow
 	for _, w := range windows {
-		if !recordedNames[w.Name] && w.From-w.To > longest.From-longest.To {
+		if _, rec := recordedNames[w.Name]; !rec && w.From-w.To > longest.From-longest.To {
 			longest = w
 		}
 	}

@@ -36,8 +36,8 @@ func (w ruleWindow) matches(ls labels.Labels) bool {
 
 // ruleFileWindows parses rule files and returns every selector's window (ranges, offsets
 // and subqueries included) and the names the files record.
-func ruleFileWindows(files ...string) (windows []ruleWindow, recorded map[string]bool, err error) {
-	recorded = map[string]bool{}
+func ruleFileWindows(files ...string) (windows []ruleWindow, recorded map[string]time.Duration, err error) {
+	recorded = map[string]time.Duration{}
 	for _, f := range files {
 		groups, errs := rulefmt.ParseFile(f, false, model.UTF8Validation)
 		if len(errs) > 0 {
@@ -46,7 +46,7 @@ func ruleFileWindows(files ...string) (windows []ruleWindow, recorded map[string
 		for _, g := range groups.Groups {
 			for _, r := range g.Rules {
 				if r.Record != "" {
-					recorded[r.Record] = true
+					recorded[r.Record] = time.Duration(g.Interval)
 				}
 				expr, err := parser.ParseExpr(r.Expr)
 				if err != nil {
@@ -130,11 +130,10 @@ func TestRuleWindowsOfTheShippedRules(t *testing.T) {
 	if len(recorded) == 0 {
 		t.Error("no recording rules found")
 	}
-	// The longest window over a series no rule records (a day, smartctl's media errors, in
-	// every version of the rules so far) is written in full.
+	// The longest window over a series no rule records is written in full.
 	var longest ruleWindow
 	for _, w := range ws {
-		if !recorded[w.Name] && w.To == 0 && w.From > longest.From {
+		if _, rec := recorded[w.Name]; !rec && w.To == 0 && w.From > longest.From {
 			longest = w
 		}
 	}
