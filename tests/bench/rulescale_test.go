@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/tests/framework"
@@ -215,7 +216,7 @@ func measureRuleCost(t *testing.T, promBin string, tmpl []*dto.MetricFamily, fil
 		var wg sync.WaitGroup
 		seen := map[string]bool{}
 		for _, f := range files {
-			p := framework.StartPrometheus(t, framework.PrometheusOptions{Binary: promBin, Rules: []string{f},
+			p := framework.StartPrometheus(t, framework.PrometheusOptions{Binary: promBin, Rules: []string{everyGroupAtOnce(t, f)},
 				Interval: rs.Scrape, EvalInterval: 30 * time.Second, ScrapeConfigs: sc})
 			wg.Add(1)
 			go func() {
@@ -385,6 +386,35 @@ func measureRuleCost(t *testing.T, promBin string, tmpl []*dto.MetricFamily, fil
 		r.p.Stop()
 	}
 	return run
+}
+
+// everyGroupAtOnce is a copy of rule file f whose groups have no interval of their own, so
+// that in the discovery run a group every 5 minutes evaluates as often as the others: its
+// first evaluation may come before the fleet's first scrape and record nothing, and then
+// nothing of it would be backfilled.
+func everyGroupAtOnce(t *testing.T, f string) string {
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Groups []map[string]any `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	for _, g := range doc.Groups {
+		delete(g, "interval")
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "discovery-"+filepath.Base(f))
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // waitRecorded waits until every rule group of p has evaluated n times, or every time it was
