@@ -222,7 +222,7 @@ func measureRuleCost(t *testing.T, promBin string, tmpl []*dto.MetricFamily, fil
 			go func() {
 				defer wg.Done()
 				defer p.Stop()
-				waitRecorded(t, p, readOverTime, 3, 5*time.Minute)
+				waitRecorded(t, p, readOverTime, 3, 6*time.Minute, 10*time.Minute)
 				for name := range readOverTime {
 					r, err := p.Query(name)
 					if err != nil {
@@ -417,12 +417,15 @@ func everyGroupAtOnce(t *testing.T, f string) string {
 	return path
 }
 
-// waitRecorded waits until every rule group of p has evaluated n times, or every time it was
+// waitRecorded waits at least atLeast (a 5-minute window full: before it a rate over one may
+// still lack its second sample for the targets scraped last, and a recording rule then records
+// a share of them) and until every rule group of p has evaluated n times, or every time it was
 // scheduled to (a group with a long interval), not counting the iterations it missed (on a
 // loaded machine at 10,000 targets evaluations are missed), and logs how many series of each
 // name it recorded. Their number need not settle: some exist only while a condition holds.
-func waitRecorded(t *testing.T, p *framework.Prometheus, names map[string]bool, n float64, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
+func waitRecorded(t *testing.T, p *framework.Prometheus, names map[string]bool, n float64, atLeast, timeout time.Duration) {
+	began := time.Now()
+	deadline := began.Add(timeout)
 	last := map[string]float64{}
 	for time.Now().Before(deadline) {
 		time.Sleep(30 * time.Second)
@@ -451,7 +454,7 @@ func waitRecorded(t *testing.T, p *framework.Prometheus, names map[string]bool, 
 			}
 			last[name] = c
 		}
-		if done {
+		if done && time.Since(began) >= atLeast {
 			t.Logf("recorded: %v", last)
 			return
 		}
