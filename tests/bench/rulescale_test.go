@@ -96,7 +96,8 @@ func TestRuleScale(t *testing.T) {
 	tmpl := exporterFamilies(t)
 	rs := &benchkit.RuleScale{Date: time.Now(), Prometheus: prometheusVersionLine(promBin), Load: loadAvg(),
 		Scrape: 15 * time.Second, Eval: time.Minute, Warmup: dur("DISKPROBE_BENCH_RULESCALE_WARMUP", 3*time.Minute),
-		Measure: dur("DISKPROBE_BENCH_RULESCALE_MEASURE", 5*time.Minute), Clustered: clustered}
+		Measure: dur("DISKPROBE_BENCH_RULESCALE_MEASURE", 5*time.Minute), Clustered: clustered,
+		Targets: os.Getenv("DISKPROBE_BENCH_RULESCALE_TARGETS")}
 	for _, f := range files {
 		rs.Files = append(rs.Files, displayPath(f))
 	}

@@ -25,6 +25,7 @@ type RuleScale struct {
 	Scrape, Eval    time.Duration
 	Warmup, Measure time.Duration
 	Clustered       float64 // share of nodes in peer groups of 3
+	Targets         string  // DISKPROBE_BENCH_RULESCALE_TARGETS when set (the default is 1000,10000)
 	Runs            []*RuleScaleRun
 }
 
@@ -124,10 +125,14 @@ func (rs *RuleScale) Markdown() string {
 	w("backfill uses (`tsdb.NewBlockWriter`), so every window, the 1 d ones included, is full at every measured\n")
 	w("evaluation. Recorded series that a rule reads over a window are backfilled too, from a discovery run of\n")
 	w("the rules on the live fleet (their values held with a small wave). Nothing that no rule reads is written.\n\n")
-	w("Rule files: %s. Load average %s at the start, %s at the end: the machine (2 CPUs) was\n", strings.Join(quoted(rs.Files), ", "), rs.Load, rs.LoadAfter)
-	w("shared with other work, so wall times are inflated; CPU seconds much less so.\n\n")
-	w("Command (alone, rewriting this section): `%s=1 DISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestRuleScale$' -count=1 -v -timeout 90m` (root; DISKPROBE_BENCH_RULESCALE_RULES=a.yml,b.yml compares files), run at %s.\n\n",
-		"DISKPROBE_BENCH_RULESCALE", rs.Date.UTC().Format("2006-01-02 15:04 MST"))
+	w("Rule files: %s. Load average %s at the start, %s at the end, on 2 CPUs: with other work\n", strings.Join(quoted(rs.Files), ", "), rs.Load, rs.LoadAfter)
+	w("beside it, wall times are inflated; CPU seconds much less so.\n\n")
+	targets := ""
+	if rs.Targets != "" {
+		targets = "DISKPROBE_BENCH_RULESCALE_TARGETS=" + rs.Targets + " "
+	}
+	w("Command (alone, rewriting this section): `%s=1 %sDISKPROBE_BENCH_REPORT=$PWD/BENCHMARKS.md go -C tests test ./bench -run '^TestRuleScale$' -count=1 -v -timeout 90m` (root; DISKPROBE_BENCH_RULESCALE_RULES=a.yml,b.yml compares files), run at %s.\n\n",
+		"DISKPROBE_BENCH_RULESCALE", targets, rs.Date.UTC().Format("2006-01-02 15:04 MST"))
 	w("| targets | rule file | rule evaluation CPU-s/min | share of the scheduled evaluations run in %s | CPU-s/min if all had run | goal at 10,000 (≤ %.0f) | samples read a minute | process CPU-s/min (without rules) | head series (without rules) | RSS, peak (without rules) | iterations missed |\n|---|---|---|---|---|---|---|---|---|---|---|\n", rs.Measure, RuleScaleGoal)
 	for _, r := range rs.Runs {
 		for _, f := range r.Files {
