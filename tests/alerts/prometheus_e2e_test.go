@@ -194,6 +194,7 @@ func emptyByDesign(name, metrics string) bool {
 	switch name {
 	case "instance:diskprobe_fdatasync_slowdown_vs_peers:ratio", "instance:diskprobe_fdatasync_slowdown_vs_peers:ratio_q40_2h",
 		"serial:smartctl_device_trouble:max", "target:diskprobe_fdatasync_not_the_disk:max1h",
+		"device:smartctl_device_media_errors:sampled5m", "device:smartctl_device_media_errors:increase1d",
 		"target:diskprobe_fsync_cpu_wait:ratio_rate5m_max10m", "target:diskprobe_commit_cpu_wait:ratio_rate5m_max10m",
 		"target_direction:diskprobe_sequential_throughput_bytes_per_second:median1d_offset1h":
 		return true
