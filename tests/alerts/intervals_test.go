@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,14 @@ func TestNoRuleReadsASlowerGroupsSeriesAsAnInstantVector(t *testing.T) {
 			for _, r := range g.rules {
 				for _, bad := range instantReadsOfSlowerGroups(t, g, r.Expr, slow) {
 					t.Errorf("%s: group %s, rule %s%s reads %s", path, g.name, r.Record, r.Alert, bad)
+				}
+				// The annotations' `query` reads at the alert's evaluation, an instant query too.
+				for key, text := range r.Annotations {
+					for name, h := range slow {
+						if strings.Contains(text, `"`+name+"{") && h.name != g.name {
+							t.Errorf("%s: alert %s, annotation %s queries %s (every %s) without last_over_time", path, r.Alert, key, name, h.interval)
+						}
+					}
 				}
 			}
 		}
