@@ -140,9 +140,16 @@ func exporterFamilies(t *testing.T) []*dto.MetricFamily {
 	// their series are the defaults.
 	cfg := framework.WriteConfig(t, fmt.Sprintf("targets:\n  - name: scale\n    path: %s\n    limits: {min_free: 0}\n", dir))
 	e := framework.StartExporter(t, cfg)
-	fams := framework.WaitMetric(t, e, 90*time.Second, "a round of every default probe", func(f map[string]*dto.MetricFamily) bool {
+	fams := framework.WaitMetric(t, e, 90*time.Second, "a round of every default probe, and the device's context", func(f map[string]*dto.MetricFamily) bool {
 		for _, name := range []string{"diskprobe_fdatasync_duration_seconds", "diskprobe_read_duration_seconds", "diskprobe_sequential_throughput_bytes_per_second"} {
 			if c, ok := framework.Value(f, name, map[string]string{"target": "scale"}); !ok || c == 0 {
+				return false
+			}
+		}
+		// Set from the second probe unit on the disk on: a template taken before it lacked
+		// them, and the fleet with it (the busy share's hour went unread).
+		for _, name := range []string{"diskprobe_device_busy_ratio", "diskprobe_device_other_iops"} {
+			if _, ok := framework.Value(f, name, map[string]string{"target": "scale"}); !ok {
 				return false
 			}
 		}
