@@ -20,6 +20,11 @@ type resolution struct {
 	devErr error // no device context (NFS, tmpfs, a container without the host's /sys)
 	pin    filesystemPin
 	err    error // a configuration error, naming file, line and field
+	// planted is what is at the target's .diskprobe that its rounds will refuse (a
+	// symlink, another user's directory): an error of --config.check, not of the daemon,
+	// which starts and refuses it at every round, so that what someone plants there stops
+	// that target alone. It names file, line and field.
+	planted error
 }
 
 // resolveTarget makes every file system call a target needs before its first round
@@ -36,6 +41,11 @@ func resolveTarget(file string, parsed config.Target, paths device.Paths) resolu
 		return resolution{err: err}
 	}
 	res.pin = pinFilesystem(t)
+	if t.Kind == config.KindDirectory {
+		if err := probe.CheckProbeDir(t.ProbeRoot()); err != nil {
+			res.planted = t.FieldError(file, probeRootField(&t), "%v", err)
+		}
+	}
 	return res
 }
 
@@ -67,12 +77,12 @@ func checkTarget(file string, t *config.Target, dev device.Info, devErr error) e
 		}
 		// Every directory target writes its probe files, read probes too (their file is
 		// prepared on disk): a probe directory the exporter cannot write fails every round.
-		field := "path"
-		if t.ProbeDir != "" {
-			field = "probe_dir"
-		}
+		field := probeRootField(t)
 		if err := probe.CheckWritable(t.ProbeRoot()); err != nil {
 			fail(field, "%w", err) // EROFS, EACCES: /-/ready tells them from passing errors
+		}
+		if err := probe.CheckProbeRoot(t.ProbeRoot()); err != nil {
+			fail(field, "%w", err)
 		}
 	}
 	if devErr != nil || dev.LogicalBlockSize <= 0 {
@@ -85,6 +95,14 @@ func checkTarget(file string, t *config.Target, dev device.Info, devErr error) e
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// probeRootField is the field that names where the target's probe files go.
+func probeRootField(t *config.Target) string {
+	if t.ProbeDir != "" {
+		return "probe_dir"
+	}
+	return "path"
 }
 
 // Resolver resolves targets against the disks with a bounded wait per path; a path that
@@ -122,6 +140,8 @@ func (r *Resolver) Resolve(cfg *config.Config, wait time.Duration) (*config.Conf
 			errs = append(errs, t.FieldError(cfg.File, "path", "%v", &answer.NotAnsweredError{Path: t.Path, Wait: wait}))
 		case res.err != nil:
 			errs = append(errs, res.err)
+		case res.planted != nil:
+			errs = append(errs, res.planted)
 		default:
 			out.Targets = append(out.Targets, res.target)
 		}

@@ -196,9 +196,10 @@ func (r *runner) stop(deadline context.Context) bool {
 	}
 }
 
-// stuckPredecessor is the predecessor while its worker is still stuck, else nil.
+// stuckPredecessor is the nearest runner before this one, through the reloads that
+// replaced it, whose worker is still stuck; nil when there is none.
 func (r *runner) stuckPredecessor() *runner {
-	if p := r.predecessor; p != nil {
+	for p := r.predecessor; p != nil; p = p.predecessor {
 		select {
 		case <-p.workerDone:
 		default:
@@ -209,20 +210,21 @@ func (r *runner) stuckPredecessor() *runner {
 }
 
 // outstanding is the target's outstanding operation: which probe, and since when (0
-// when idle), this runner's own or, while it waits behind it, its stuck predecessor's.
+// when idle), the oldest of this runner's own and those of the runners before it that
+// are still stuck. Several reloads while the disk hangs each leave a runner behind, and
+// the later ones may get stuck too, on the same hang: the target has been stuck since
+// the first, and its age must not start again from zero at each reload (it did: 0.4 s
+// after 16 s frozen), which would hold back DiskprobeProbeStuck.
 func (r *runner) outstanding(now time.Time) (probe string, age time.Duration) {
-	for _, x := range []*runner{r, r.stuckPredecessor()} {
-		if x == nil {
-			continue
-		}
+	for x := r; x != nil; x = x.stuckPredecessor() {
 		// The index first: the age of an operation that ends meanwhile reads 0.
 		if i := x.status.current.Load(); i >= 0 {
-			if age := x.status.inflight.Age(now); age > 0 {
-				return x.probes[i].name, age
+			if a := x.status.inflight.Age(now); a > age {
+				probe, age = x.probes[i].name, a
 			}
 		}
 	}
-	return "", 0
+	return probe, age
 }
 
 // brokenBy is why the target has not worked since it started, when that will not pass

@@ -552,3 +552,41 @@ func TestCommitRoundSkippedWhileItsFileFillsRunsOnceItIsFull(t *testing.T) {
 		t.Errorf("%v operations counted, want %v: the filling's writes and three commits' writes and fdatasyncs", ops, wantOps)
 	}
 }
+
+// Reloads that change a target while its disk hangs each leave a runner behind, and the
+// later ones may get stuck on the same hang: the age reported is the oldest outstanding
+// operation's, not the newest runner's (it read 0.4 s after 16 s frozen, holding back
+// DiskprobeProbeStuck).
+func TestInflightAgeSurvivesReloadsWhileStuck(t *testing.T) {
+	newStuck := func(pred *runner) (r *runner, begun time.Time, unstick func()) {
+		r = &runner{probes: []*probeRun{{name: "fsync"}}, predecessor: pred, workerDone: make(chan struct{})}
+		r.status.current.Store(-1)
+		hung, started := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(r.workerDone)
+			r.status.track(0, func() { close(started); <-hung })
+		}()
+		<-started
+		return r, time.Now(), func() { close(hung); <-r.workerDone }
+	}
+	first, firstBegun, unstickFirst := newStuck(nil)
+	time.Sleep(20 * time.Millisecond)
+	secondLaunched := time.Now()
+	second, _, unstickSecond := newStuck(first)
+	third := &runner{probes: []*probeRun{{name: "fsync"}}, predecessor: second, workerDone: make(chan struct{})}
+	third.status.current.Store(-1)
+
+	now := time.Now()
+	if name, age := third.outstanding(now); name != "fsync" || age < now.Sub(firstBegun) {
+		t.Errorf("after two reloads: %s stuck %v, want fsync stuck at least %v, since the first runner's operation", name, age, now.Sub(firstBegun))
+	}
+	unstickFirst() // the first hang returns: the second's is what is left
+	now = time.Now()
+	if _, age := third.outstanding(now); age <= 0 || age > now.Sub(secondLaunched) {
+		t.Errorf("after the first returned: stuck %v, want the second's, at most %v", age, now.Sub(secondLaunched))
+	}
+	unstickSecond()
+	if name, age := third.outstanding(time.Now()); name != "" || age != 0 {
+		t.Errorf("all returned: %s stuck %v, want idle", name, age)
+	}
+}

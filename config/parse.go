@@ -500,4 +500,29 @@ func (p *parser) checkUnique(targets []Target) {
 			}
 		}
 	}
+	// Two targets keeping their files in one .diskprobe would replace each other's files
+	// at every round. Same paths are refused above; this is a probe_dir equal to another
+	// target's path or probe_dir.
+	roots := map[string]*Target{}
+	for i := range targets {
+		t := &targets[i]
+		if t.Path == "" {
+			continue
+		}
+		root := filepath.Clean(t.ProbeRoot())
+		other, dup := roots[root]
+		if !dup {
+			roots[root] = t
+			continue
+		}
+		if t.ProbeDir == "" && other.ProbeDir == "" && t.Path == other.Path {
+			continue // the same path, refused above
+		}
+		field := "path"
+		if t.ProbeDir != "" {
+			field = "probe_dir"
+		}
+		p.errs = append(p.errs, t.FieldError(p.file, field, "%s already holds the probe files of target %q (line %d): two targets in one probe directory would replace each other's files; give each a probe_dir of its own",
+			root, other.Name, other.LineOf("name")))
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // A purge or `diskprobe_exporter cleanup` run as root removes the exporter's probe files
@@ -12,16 +14,18 @@ import (
 // symlink to one of ours, and not the directory while anything else is in it.
 func TestCleanupRemovesOnlyFilesWithTheHeader(t *testing.T) {
 	root := t.TempDir()
-	dir, err := ensureDir(root)
+	pd, err := openProbeDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer pd.close()
+	dir := pd.path
 	ours := filepath.Join(dir, "fsync.probe")
-	f, _, err := createOwn(ours, Header{Kind: "fsync", Size: 1 << 20})
+	fd, _, err := pd.createFile("fsync.probe", Header{Kind: "fsync", Size: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = f.Close()
+	_ = unix.Close(fd)
 	interrupted := filepath.Join(dir, "read.probe") // created, never given its header
 	foreign := filepath.Join(dir, "seqwrite.probe")
 	notes := filepath.Join(dir, "notes.txt")
@@ -30,12 +34,17 @@ func TestCleanupRemovesOnlyFilesWithTheHeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	outside := filepath.Join(t.TempDir(), "elsewhere.probe")
-	g, _, err := createOwn(outside, Header{Kind: "fsync", Size: 4096})
+	other, err := openProbeDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = g.Close()
+	defer other.close()
+	outside := other.filePath("elsewhere.probe")
+	g, _, err := other.createFile("elsewhere.probe", Header{Kind: "fsync", Size: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Close(g)
 	link := filepath.Join(dir, "link.probe")
 	if err := os.Symlink(outside, link); err != nil {
 		t.Fatal(err)

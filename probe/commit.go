@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -35,9 +34,9 @@ type Commit struct{ prober[*committer] }
 // calls.
 type committer struct {
 	opts     CommitOptions
-	path     string
-	f        *os.File
-	fd       int
+	dir      *probeDir
+	path     string // for messages
+	fd       int    // -1 until the file is open
 	pageSize int64
 	metaOff  [2]int64 // the two meta pages, after the header
 	first    int64    // the first data page
@@ -70,13 +69,14 @@ func NewCommit(opts CommitOptions) (*Commit, error) {
 	if opts.Ops <= 0 || opts.Pages <= 0 || opts.FileSize < first+int64(opts.Pages)*ps {
 		return nil, fmt.Errorf("commit probe: invalid options %+v: the file must hold the header, two meta pages and %d pages of %d bytes", opts, opts.Pages, ps)
 	}
-	dir, err := ensureDir(opts.Dir)
+	dir, err := openProbeDir(opts.Dir)
 	if err != nil {
 		return nil, err
 	}
 	c := &committer{
 		opts:     opts,
-		path:     filepath.Join(dir, commitFileName),
+		dir:      dir,
+		path:     dir.filePath(commitFileName),
 		fd:       -1,
 		pageSize: ps,
 		metaOff:  [2]int64{first - 2*ps, first - ps},
@@ -96,15 +96,10 @@ func NewCommit(opts CommitOptions) (*Commit, error) {
 // it is full; then it does opts.Ops commits.
 func (p *committer) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if p.f != nil {
-		_ = r.untimed(func() error {
-			if !stillLinked(p.fd) {
-				_ = p.closeFiles() // the directory was replaced: start a new file in the new one
-			}
-			return nil
-		})
+	if err := r.untimed(p.check); err != nil {
+		return res, err
 	}
-	if p.f == nil {
+	if p.fd < 0 {
 		if err := r.untimed(func() error { return p.open(r.notice) }); err != nil {
 			return res, err
 		}
@@ -139,6 +134,19 @@ func (p *committer) run(ctx context.Context, r *round) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// check is the round's look at the probe directory: still the one held
+// (probeDir.ensure), and the file still linked.
+func (p *committer) check() error {
+	if err := p.dir.ensure(); err != nil {
+		p.dropFile()
+		return err
+	}
+	if p.fd >= 0 && !stillLinked(p.fd) {
+		p.dropFile() // the directory was deleted: start a new file in the new one
+	}
+	return nil
 }
 
 // commit does one commit, one timed region: the data pages at distinct random page
@@ -177,7 +185,7 @@ func (p *committer) commit(r *round, res *Result) error {
 	if err != nil {
 		// After a failed write or fdatasync the file's pages are in an unknown state
 		// (see fsyncWriter.writeAndSync): the file is reopened, and checked, next round.
-		_ = p.closeFiles()
+		p.dropFile()
 		return err
 	}
 	p.txid++
@@ -188,22 +196,19 @@ func (p *committer) commit(r *round, res *Result) error {
 // it has no hole; otherwise it starts a new one, to be filled by prepareStep. Opening and
 // creating hang on a frozen or dying filesystem as writes do: a round makes it untimed.
 func (p *committer) open(notice func(string)) error {
-	if _, err := ensureDir(p.opts.Dir); err != nil { // it may have been deleted under us
-		return err
-	}
-	f, h, err := openOwn(p.path, unix.O_RDWR)
+	fd, h, err := p.dir.openFile(commitFileName)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
 		return err
 	case h.Kind == "commit" && h.Prepared && h.Size == p.opts.FileSize:
-		if hole, err := seek(int(f.Fd()), unix.SEEK_HOLE); err == nil && hole >= p.opts.FileSize {
-			p.f, p.fd, p.filled, p.prepared = f, int(f.Fd()), p.opts.FileSize, true
+		if hole, err := seek(fd, unix.SEEK_HOLE); err == nil && hole >= p.opts.FileSize {
+			p.fd, p.filled, p.prepared = fd, p.opts.FileSize, true
 			return nil
 		}
-		_ = f.Close()
+		_ = unix.Close(fd)
 	default:
-		_ = f.Close()
+		_ = unix.Close(fd)
 	}
 	if _, under, err := underFreeFloor(p.opts.Dir, p.opts.MinFree, p.opts.FileSize); err != nil {
 		return err
@@ -211,11 +216,11 @@ func (p *committer) open(notice func(string)) error {
 		return fmt.Errorf("%w: the %d MiB commit probe file needs %d MiB free on top of the %d MiB floor",
 			ErrLowFreeSpace, p.opts.FileSize>>20, p.opts.FileSize>>20, p.opts.MinFree>>20)
 	}
-	f, err = createProbeFile(notice, p.path, Header{Kind: "commit", Size: p.opts.FileSize})
+	fd, err = p.dir.createProbeFile(notice, commitFileName, Header{Kind: "commit", Size: p.opts.FileSize})
 	if err != nil {
 		return err
 	}
-	p.f, p.fd, p.filled, p.prepared = f, int(f.Fd()), HeaderSize, false
+	p.fd, p.filled, p.prepared = fd, HeaderSize, false
 	return nil
 }
 
@@ -242,7 +247,7 @@ func (p *committer) prepareStep(ctx context.Context, r *round, res *Result) erro
 			err = fmt.Errorf("short write: %d of %d bytes", n, len(b))
 		}
 		if err != nil {
-			_ = p.closeFiles()
+			p.dropFile()
 			return &os.PathError{Op: "write", Path: p.path, Err: err}
 		}
 		p.filled += int64(n)
@@ -254,7 +259,7 @@ func (p *committer) prepareStep(ctx context.Context, r *round, res *Result) erro
 		return nil
 	}
 	if err := r.untimed(p.finish); err != nil {
-		_ = p.closeFiles()
+		p.dropFile()
 		return err
 	}
 	p.chunk = nil
@@ -273,27 +278,31 @@ func (p *committer) finish() error {
 	if hole < p.opts.FileSize {
 		return fmt.Errorf("%s: hole at offset %d after writing the whole file; the filesystem did not keep the data", p.path, hole)
 	}
-	return writeHeader(p.f, Header{Kind: "commit", Size: p.opts.FileSize, Prepared: true})
+	return writeHeader(p.fd, p.path, Header{Kind: "commit", Size: p.opts.FileSize, Prepared: true})
 }
 
-// closeFiles closes the file; it stays on disk for the next start to reuse. A file
-// closed before it was full is filled again from the start by the next round.
-func (p *committer) closeFiles() error {
+// dropFile closes the file; it stays on disk for the next round or start to reuse. A
+// file closed before it was full is filled again from the start by the next round.
+func (p *committer) dropFile() {
 	p.chunk = nil
-	if p.f == nil {
-		return nil
+	if p.fd >= 0 {
+		_ = unix.Close(p.fd)
 	}
-	err := p.f.Close()
-	p.f, p.fd, p.prepared, p.filled = nil, -1, false, 0
-	return err
+	p.fd, p.prepared, p.filled = -1, false, 0
 }
 
-// Prepared reports whether the file is filled and commits run.
-func (p *Commit) Prepared() bool { return p.kind.prepared }
+// closeFiles closes the file and the probe directory.
+func (p *committer) closeFiles() error {
+	p.dropFile()
+	p.dir.close()
+	return nil
+}
 
 // Remove closes and deletes the probe file. The daemon leaves its files for the next start
 // (`cleanup` removes them); check and the benchmarks remove theirs.
 func (p *Commit) Remove() error {
+	p.kind.dropFile()
+	err := p.kind.dir.removeFile(commitFileName)
 	_ = p.Close()
-	return removeOwn(p.kind.path)
+	return err
 }

@@ -62,14 +62,18 @@ func freeBuffer(b []byte) {
 	}
 }
 
-// openDirect opens a probe file with O_DIRECT (mode O_RDONLY or O_WRONLY), never through
-// a symlink.
-func openDirect(path string, mode int) (int, error) {
-	fd, err := openFD(path, mode|unix.O_DIRECT|unix.O_NOFOLLOW, 0)
+// setDirect switches the probe file open at fd to O_DIRECT with fcntl(F_SETFL), which
+// Linux allows for O_DIRECT: the file is never opened again by its path, which someone
+// may have pointed elsewhere since it was checked.
+func setDirect(fd int, path string) error {
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 	if err != nil {
-		return -1, openDirectError(path, err)
+		return &os.PathError{Op: "fcntl", Path: path, Err: err}
 	}
-	return fd, nil
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags|unix.O_DIRECT); err != nil {
+		return openDirectError(path, err)
+	}
+	return nil
 }
 
 // openDirectError explains the errors users meet when opening with O_DIRECT.

@@ -69,130 +69,132 @@ func (e *ForeignFileError) Error() string {
 	return fmt.Sprintf("refusing to touch %s: %s; it was not created by diskprobe_exporter, move it away", e.Path, e.Reason)
 }
 
-// ensureDir creates <path>/.diskprobe (mode 0700) or checks that the existing one is ours:
-// a real directory, not a symlink, owned by the exporter's user.
-func ensureDir(target string) (string, error) {
-	dir := filepath.Join(target, DirName)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", fmt.Errorf("creating probe directory: %w", err)
-	}
-	var st unix.Stat_t
-	if err := ignoringEINTR(func() error { return unix.Lstat(dir, &st) }); err != nil {
-		return "", fmt.Errorf("checking probe directory: %w", &os.PathError{Op: "lstat", Path: dir, Err: err})
-	}
-	switch {
-	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
-		return "", &ForeignFileError{Path: dir, Reason: "it is a symlink"}
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return "", &ForeignFileError{Path: dir, Reason: "it is not a directory"}
-	case int(st.Uid) != os.Geteuid():
-		return "", &ForeignFileError{Path: dir, Reason: fmt.Sprintf("it is owned by uid %d, not by the exporter's uid %d", st.Uid, os.Geteuid())}
-	}
-	if st.Mode&0o777 != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", fmt.Errorf("restricting probe directory: %w", err)
-		}
-	}
-	return dir, nil
-}
-
 // Closing a probe file's descriptor is never checked (`_ =`): each is closed after an
 // fdatasync, after reads only, or on the way out of an error that is the one reported, so
 // close(2) has nothing left to report that matters.
 
-// openOwn opens an existing probe file without following symlinks and checks that it is
-// ours: a regular file owned by us, with our header. A zero-length file of ours is taken as
-// one whose creation was interrupted before the header was written.
-func openOwn(path string, flags int) (*os.File, Header, error) {
-	fd, err := openFD(path, flags|unix.O_NOFOLLOW, 0)
+// openFile opens the probe file name of the directory for reading and writing, and checks
+// it is ours on the descriptor before any I/O (checkOwnFile), its header read through
+// that same descriptor. A zero-length file of ours is one whose creation was interrupted
+// before the header was written. os.ErrNotExist when there is none.
+func (d *probeDir) openFile(name string) (fd int, h Header, err error) {
+	path := d.filePath(name)
+	fd, err = openAt(d.fd, name, unix.O_RDWR)
 	if err != nil {
-		if err == unix.ELOOP {
-			return nil, Header{}, &ForeignFileError{Path: path, Reason: "it is a symlink"}
+		if errors.Is(err, unix.ELOOP) {
+			return -1, Header{}, &ForeignFileError{Path: path, Reason: "it is a symlink"}
 		}
-		return nil, Header{}, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, Header{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), path)
-	var st unix.Stat_t
-	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
-		_ = f.Close()
-		return nil, Header{}, &os.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		_ = f.Close()
-		return nil, Header{}, &ForeignFileError{Path: path, Reason: "it is not a regular file"}
-	}
-	if int(st.Uid) != os.Geteuid() {
-		_ = f.Close()
-		return nil, Header{}, &ForeignFileError{Path: path, Reason: fmt.Sprintf("it is owned by uid %d", st.Uid)}
-	}
-	if st.Size == 0 {
-		return f, Header{}, nil
-	}
-	// Read the header through a buffered descriptor: f may be O_DIRECT.
-	hb := make([]byte, HeaderSize)
-	n, err := readHeaderBytes(path, hb)
+	size, err := checkOwnFile(fd, path)
 	if err != nil {
-		_ = f.Close()
-		return nil, Header{}, err
+		_ = unix.Close(fd)
+		return -1, Header{}, err
+	}
+	if size == 0 {
+		return fd, Header{}, nil
+	}
+	hb := make([]byte, HeaderSize)
+	var n int
+	if err := ignoringEINTR(func() (err error) { n, err = unix.Pread(fd, hb, 0); return err }); err != nil {
+		_ = unix.Close(fd)
+		return -1, Header{}, &os.PathError{Op: "read header", Path: path, Err: err}
 	}
 	h, ok := parseHeader(hb[:n])
 	if !ok {
-		_ = f.Close()
-		return nil, Header{}, &ForeignFileError{Path: path, Reason: "it has no diskprobe_exporter header"}
+		_ = unix.Close(fd)
+		return -1, Header{}, &ForeignFileError{Path: path, Reason: "it has no diskprobe_exporter header"}
 	}
-	return f, h, nil
+	return fd, h, nil
 }
 
-func readHeaderBytes(path string, b []byte) (n int, err error) {
-	fd, err := openFD(path, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return 0, &os.PathError{Op: "open", Path: path, Err: err}
+// checkOwnFile checks, on the open descriptor, that it is a file the exporter may write:
+// a regular file (not a FIFO, a device node or a directory put at its name), owned by the
+// exporter's user, with one link (not a hard link to someone's file). It returns the
+// file's size and leaves the descriptor blocking (it was opened O_NONBLOCK so that a FIFO
+// could not wedge the open).
+func checkOwnFile(fd int, path string) (size int64, err error) {
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		return 0, &os.PathError{Op: "fstat", Path: path, Err: err}
 	}
-	defer func() { _ = unix.Close(fd) }()
-	if err := ignoringEINTR(func() (err error) { n, err = unix.Pread(fd, b, 0); return err }); err != nil {
-		return 0, &os.PathError{Op: "read header", Path: path, Err: err}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return 0, &ForeignFileError{Path: path, Reason: "it is not a regular file"}
+	case int(st.Uid) != os.Geteuid():
+		return 0, &ForeignFileError{Path: path, Reason: fmt.Sprintf("it is owned by uid %d", st.Uid)}
+	case st.Nlink != 1:
+		return 0, &ForeignFileError{Path: path, Reason: fmt.Sprintf("it has %d links: another name leads to it", st.Nlink)}
 	}
-	return n, nil
+	if err := unix.SetNonblock(fd, false); err != nil {
+		return 0, &os.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return st.Size, nil
 }
 
-// removeOwn deletes a probe file after checking it is ours. A missing file is fine.
-func removeOwn(path string) error {
-	f, _, err := openOwn(path, unix.O_RDONLY)
+// removeFile deletes the probe file name after checking it is ours; a missing file is fine.
+func (d *probeDir) removeFile(name string) error {
+	if d.fd < 0 {
+		return nil // never opened again after it was let go: nothing of this run to remove
+	}
+	fd, _, err := d.openFile(name)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	_ = f.Close()
-	return os.Remove(path)
+	defer func() { _ = unix.Close(fd) }()
+	return d.unlinkChecked(name, fd)
 }
 
-// createOwn replaces the probe file at path (which must be ours, if it exists) with a
-// new one of the given size, preallocated with fallocate and carrying our header. The
-// header is written before anything else, so a crash never leaves a file we cannot
-// recognise; a failed allocation (ENOSPC) removes the new file again.
+// unlinkChecked removes name from the directory when it still names the file open at fd.
+func (d *probeDir) unlinkChecked(name string, fd int) error {
+	var held, now unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &held) }); err != nil {
+		return &os.PathError{Op: "fstat", Path: d.filePath(name), Err: err}
+	}
+	if err := ignoringEINTR(func() error { return unix.Fstatat(d.fd, name, &now, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+		return &os.PathError{Op: "lstat", Path: d.filePath(name), Err: err}
+	}
+	if now.Dev != held.Dev || now.Ino != held.Ino {
+		return &ForeignFileError{Path: d.filePath(name), Reason: "it was replaced while being removed"}
+	}
+	if err := ignoringEINTR(func() error { return unix.Unlinkat(d.fd, name, 0) }); err != nil {
+		return &os.PathError{Op: "remove", Path: d.filePath(name), Err: err}
+	}
+	return nil
+}
+
+// createFile replaces the probe file name (which must be ours, if it exists) with a new
+// one of h.Size bytes, preallocated with fallocate and carrying our header, opened for
+// reading and writing. The header is written before anything else, so a crash never
+// leaves a file we cannot recognise; a failed allocation (ENOSPC) removes the new file
+// again.
 //
 // A filesystem without fallocate (FUSE ones such as bindfs, NFS before 4.2) gets a file
 // extended to its size with ftruncate instead, as etcd does for its WAL segments there
 // (fileutil.Preallocate) and as fio goes on after a warning: preallocated is then false,
 // and the caller says so once (Env.Notice).
-func createOwn(path string, h Header) (f *os.File, preallocated bool, err error) {
-	if err := removeOwn(path); err != nil {
-		return nil, false, err
+func (d *probeDir) createFile(name string, h Header) (fd int, preallocated bool, err error) {
+	if err := d.removeFile(name); err != nil {
+		return -1, false, err
 	}
-	fd, err := openFD(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	path := d.filePath(name)
+	fd, err = openAt(d.fd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL)
 	if err != nil {
-		return nil, false, &os.PathError{Op: "create", Path: path, Err: err}
+		return -1, false, &os.PathError{Op: "create", Path: path, Err: err}
 	}
-	f = os.NewFile(uintptr(fd), path)
-	fail := func(op string, err error) (*os.File, bool, error) {
-		_ = f.Close()
-		_ = os.Remove(path)
-		return nil, false, &os.PathError{Op: op, Path: path, Err: err}
+	fail := func(err error) (int, bool, error) {
+		_ = d.unlinkChecked(name, fd)
+		_ = unix.Close(fd)
+		return -1, false, err
 	}
-	if err := ignoringEINTR(func() error { _, err := unix.Pwrite(fd, h.encode(), 0); return err }); err != nil {
-		return fail("write header", err)
+	if _, err := checkOwnFile(fd, path); err != nil {
+		return fail(err)
+	}
+	if err := writeHeader(fd, path, h); err != nil {
+		return fail(err)
 	}
 	// fallocate, as etcd does for WAL segments and fio does by default: the data blocks
 	// are reserved but unwritten, so every probe write pays the same extent conversion.
@@ -201,40 +203,42 @@ func createOwn(path string, h Header) (f *os.File, preallocated bool, err error)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
 		preallocated = false
 		if err := ignoringEINTR(func() error { return unix.Ftruncate(fd, h.Size) }); err != nil {
-			return fail("ftruncate", err)
+			return fail(&os.PathError{Op: "ftruncate", Path: path, Err: err})
 		}
 	} else if err != nil {
-		return fail("fallocate", err)
+		return fail(&os.PathError{Op: "fallocate", Path: path, Err: err})
 	}
 	if err := ignoringEINTR(func() error { return unix.Fdatasync(fd) }); err != nil {
-		return fail("fdatasync", err)
+		return fail(&os.PathError{Op: "fdatasync", Path: path, Err: err})
 	}
-	return f, preallocated, nil
+	return fd, preallocated, nil
 }
 
-// createProbeFile is createOwn for a probe: a filesystem that could not preallocate the
+// createProbeFile is createFile for a probe: a filesystem that could not preallocate the
 // file is told to the target's log through notice (noFallocateNotice).
-func createProbeFile(notice func(string), path string, h Header) (*os.File, error) {
-	f, preallocated, err := createOwn(path, h)
+func (d *probeDir) createProbeFile(notice func(string), name string, h Header) (int, error) {
+	fd, preallocated, err := d.createFile(name, h)
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
 	if !preallocated {
 		notice(noFallocateNotice)
 	}
-	return f, nil
+	return fd, nil
 }
 
 // createDirectFile is createProbeFile for the probes that write with O_DIRECT (seqwrite,
-// and the preparation of the read file): it returns the new file reopened for O_DIRECT
-// writes.
-func createDirectFile(notice func(string), path string, h Header) (fd int, err error) {
-	f, err := createProbeFile(notice, path, h)
+// and the preparation of the read file): the new file's descriptor switched to O_DIRECT.
+func (d *probeDir) createDirectFile(notice func(string), name string, h Header) (int, error) {
+	fd, err := d.createProbeFile(notice, name, h)
 	if err != nil {
 		return -1, err
 	}
-	_ = f.Close()
-	return openDirect(path, unix.O_WRONLY)
+	if err := setDirect(fd, d.filePath(name)); err != nil {
+		_ = unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // noFallocateNotice is what a probe says, once, on a filesystem without fallocate. It
@@ -242,17 +246,27 @@ func createDirectFile(notice func(string), path string, h Header) (fd int, err e
 const noFallocateNotice = "fallocate is not supported on the target's filesystem" +
 	": probe files are extended with ftruncate instead, as etcd does for its WAL there, so each first write into a block also allocates it"
 
-// writeHeader rewrites the header of an open probe file and makes it durable.
-func writeHeader(f *os.File, h Header) error {
-	fd, err := openFD(f.Name(), unix.O_WRONLY|unix.O_NOFOLLOW, 0)
+// writeHeader writes the header of the probe file open at fd and makes it durable,
+// through that descriptor: from a page-aligned buffer, so that it works whether the
+// descriptor is O_DIRECT or not.
+func writeHeader(fd int, path string, h Header) error {
+	buf, err := alignedBuffer(HeaderSize)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: f.Name(), Err: err}
+		return err
 	}
-	defer func() { _ = unix.Close(fd) }()
-	if err := ignoringEINTR(func() error { _, err := unix.Pwrite(fd, h.encode(), 0); return err }); err != nil {
-		return &os.PathError{Op: "write header", Path: f.Name(), Err: err}
+	defer freeBuffer(buf)
+	copy(buf, h.encode())
+	var n int
+	if err := ignoringEINTR(func() (err error) { n, err = unix.Pwrite(fd, buf, 0); return err }); err != nil {
+		return &os.PathError{Op: "write header", Path: path, Err: err}
 	}
-	return ignoringEINTR(func() error { return unix.Fdatasync(fd) })
+	if n != HeaderSize {
+		return &os.PathError{Op: "write header", Path: path, Err: fmt.Errorf("short write: %d of %d bytes", n, HeaderSize)}
+	}
+	if err := ignoringEINTR(func() error { return unix.Fdatasync(fd) }); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: path, Err: err}
+	}
+	return nil
 }
 
 // FreeBytes is the space available to the exporter's user on the filesystem holding dir.
@@ -307,32 +321,61 @@ type OwnFiles struct {
 	Dir     string   // <dir>/.diskprobe, a real directory; "" when there is none
 	Files   []string // regular files carrying our header, or empty *.probe files (created, interrupted before the header)
 	Foreign []string // anything else in Dir, which is left there, and keeps Dir
+
+	dirID  fileID            // Dir as found: Remove works in that directory or not at all
+	fileID map[string]fileID // each of Files as found, by name in Dir
 }
+
+// fileID is a file's device and inode: what stays the same while its names change.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(st *unix.Stat_t) fileID { return fileID{dev: st.Dev, ino: st.Ino} }
 
 // FindOwnFiles looks for the exporter's files in dir/.diskprobe, whoever runs it (a
 // package's maintainer script runs as root; the files belong to the service's user): a
-// file is ours by its header, not by its owner.
+// file is ours by its header, not by its owner. Like the probes, it works relative to the
+// directory's descriptor, opened without following a symlink, and looks at each file
+// through a descriptor of its own: a name swapped meanwhile leads nowhere else. A dir
+// that group or others can write without the sticky bit is refused, as the daemon
+// refuses to write there (UnsafeRootError): what is in it may be anyone's.
 func FindOwnFiles(dir string) (OwnFiles, error) {
 	probeDir := filepath.Join(dir, DirName)
-	var st unix.Stat_t
-	if err := ignoringEINTR(func() error { return unix.Lstat(probeDir, &st) }); err != nil {
+	var rootSt unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Stat(dir, &rootSt) }); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return OwnFiles{}, nil
 		}
-		return OwnFiles{}, &os.PathError{Op: "lstat", Path: probeDir, Err: err}
+		return OwnFiles{}, &os.PathError{Op: "stat", Path: dir, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return OwnFiles{}, nil // a symlink or a file at our name is not ours
+	if rootSt.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return OwnFiles{}, nil // a block device's path has no .diskprobe
 	}
-	entries, err := os.ReadDir(probeDir)
+	dfd, err := openFD(probeDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			return OwnFiles{}, nil // a symlink or a file at our name is not ours
+		}
+		return OwnFiles{}, &os.PathError{Op: "open", Path: probeDir, Err: err}
+	}
+	defer func() { _ = unix.Close(dfd) }()
+	if rootSt.Mode&0o022 != 0 && rootSt.Mode&unix.S_ISVTX == 0 {
+		return OwnFiles{}, &UnsafeRootError{Root: dir, Reason: fmt.Sprintf("group or others can write it (mode %04o) without the sticky bit: what is in %s may be anyone's", rootSt.Mode&0o7777, probeDir),
+			Fix: "remove what is yours by hand"}
+	}
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(dfd, &st) }); err != nil {
+		return OwnFiles{}, &os.PathError{Op: "fstat", Path: probeDir, Err: err}
+	}
+	names, err := readDirNames(dfd, probeDir)
 	if err != nil {
 		return OwnFiles{}, err
 	}
-	p := OwnFiles{Dir: probeDir}
-	for _, e := range entries {
-		path := filepath.Join(probeDir, e.Name())
-		if isOwnFile(path) {
+	p := OwnFiles{Dir: probeDir, dirID: idOf(&st), fileID: map[string]fileID{}}
+	for _, name := range names {
+		path := filepath.Join(probeDir, name)
+		if id, ok := ownFileAt(dfd, name); ok {
 			p.Files = append(p.Files, path)
+			p.fileID[name] = id
 		} else {
 			p.Foreign = append(p.Foreign, path)
 		}
@@ -340,40 +383,90 @@ func FindOwnFiles(dir string) (OwnFiles, error) {
 	return p, nil
 }
 
-// isOwnFile reports whether path is a regular file (not a symlink) that the exporter
-// created: it carries the header, or it is an empty *.probe file.
-func isOwnFile(path string) bool {
-	var st unix.Stat_t
-	if err := ignoringEINTR(func() error { return unix.Lstat(path, &st) }); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false
+// readDirNames lists the directory open at fd, through a descriptor of its own.
+func readDirNames(fd int, path string) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, &os.PathError{Op: "dup", Path: path, Err: err}
 	}
-	if st.Size == 0 {
-		return strings.HasSuffix(path, ".probe")
-	}
-	b := make([]byte, len(headerMagic))
-	n, err := readHeaderBytes(path, b)
-	return err == nil && n == len(b) && string(b) == headerMagic
+	f := os.NewFile(uintptr(dup), path)
+	defer func() { _ = f.Close() }()
+	return f.Readdirnames(-1)
 }
 
-// Remove deletes the files, each checked again just before, then the directory when
-// nothing else is in it (rmdir: whatever appeared meanwhile keeps it). It returns what it
-// removed.
+// ownFileAt reports whether name in the directory open at dirFD is a regular file (not a
+// symlink) that the exporter created: it carries the header, or it is an empty *.probe
+// file. It looks through a descriptor, and returns that file's identity.
+func ownFileAt(dirFD int, name string) (fileID, bool) {
+	fd, err := openAt(dirFD, name, unix.O_RDONLY)
+	if err != nil {
+		return fileID{}, false
+	}
+	defer func() { _ = unix.Close(fd) }()
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fileID{}, false
+	}
+	if st.Size == 0 {
+		return idOf(&st), strings.HasSuffix(name, ".probe")
+	}
+	b := make([]byte, len(headerMagic))
+	var n int
+	if err := ignoringEINTR(func() (err error) { n, err = unix.Pread(fd, b, 0); return err }); err != nil {
+		return fileID{}, false
+	}
+	return idOf(&st), n == len(b) && string(b) == headerMagic
+}
+
+// Remove deletes the files, each checked again just before (still ours, still the file
+// found), then the directory when nothing else is in it (rmdir: whatever appeared
+// meanwhile keeps it), all relative to the directory found, reopened and compared. It
+// returns what it removed.
 func (p OwnFiles) Remove() (removed []string, err error) {
+	if p.Dir == "" {
+		return nil, nil
+	}
+	dfd, err := openFD(p.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p.Dir, Err: err}
+	}
+	defer func() { _ = unix.Close(dfd) }()
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(dfd, &st) }); err != nil {
+		return nil, &os.PathError{Op: "fstat", Path: p.Dir, Err: err}
+	}
+	if idOf(&st) != p.dirID {
+		return nil, &ReplacedDirError{Path: p.Dir}
+	}
 	for _, f := range p.Files {
-		if !isOwnFile(f) {
+		name := filepath.Base(f)
+		if id, ok := ownFileAt(dfd, name); !ok || id != p.fileID[name] {
 			continue
 		}
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return removed, err
+		if err := ignoringEINTR(func() error { return unix.Unlinkat(dfd, name, 0) }); err != nil && !errors.Is(err, unix.ENOENT) {
+			return removed, &os.PathError{Op: "remove", Path: f, Err: err}
 		}
 		removed = append(removed, f)
 	}
-	if p.Dir != "" && len(p.Foreign) == 0 {
-		if err := ignoringEINTR(func() error { return unix.Rmdir(p.Dir) }); err == nil {
-			removed = append(removed, p.Dir)
-		} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTEMPTY) {
-			return removed, &os.PathError{Op: "rmdir", Path: p.Dir, Err: err}
-		}
+	if len(p.Foreign) > 0 {
+		return removed, nil
+	}
+	parent := filepath.Dir(p.Dir)
+	pfd, err := openFD(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return removed, &os.PathError{Op: "open", Path: parent, Err: err}
+	}
+	defer func() { _ = unix.Close(pfd) }()
+	if err := ignoringEINTR(func() error { return unix.Fstatat(pfd, DirName, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil || idOf(&st) != p.dirID {
+		return removed, nil // gone or replaced meanwhile: not ours to remove
+	}
+	if err := ignoringEINTR(func() error { return unix.Unlinkat(pfd, DirName, unix.AT_REMOVEDIR) }); err == nil {
+		removed = append(removed, p.Dir)
+	} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTEMPTY) {
+		return removed, &os.PathError{Op: "rmdir", Path: p.Dir, Err: err}
 	}
 	return removed, nil
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // FsyncOptions configure the etcd-WAL-like probe.
@@ -26,9 +26,9 @@ type Fsync struct{ prober[*fsyncWriter] }
 // fsyncWriter is the fsync probe's kind: its file and where the next block goes.
 type fsyncWriter struct {
 	opts  FsyncOptions
-	path  string
-	f     *os.File
-	fd    int
+	dir   *probeDir
+	path  string // for messages
+	fd    int    // -1 between files
 	off   int64
 	buf   []byte
 	rng   *rand.ChaCha8
@@ -43,13 +43,14 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 	if opts.BlockSize <= 0 || opts.Ops <= 0 || opts.FileSize < HeaderSize+int64(opts.BlockSize) {
 		return nil, fmt.Errorf("fsync probe: invalid options %+v", opts)
 	}
-	dir, err := ensureDir(opts.Dir)
+	dir, err := openProbeDir(opts.Dir)
 	if err != nil {
 		return nil, err
 	}
 	return &Fsync{prober[*fsyncWriter]{kind: &fsyncWriter{
 		opts: opts,
-		path: filepath.Join(dir, fsyncFileName),
+		dir:  dir,
+		path: dir.filePath(fsyncFileName),
 		fd:   -1,
 		buf:  make([]byte, opts.BlockSize),
 		rng:  newRNG(),
@@ -59,22 +60,14 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 // run does opts.Ops write+fdatasync pairs.
 func (p *fsyncWriter) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if err := r.untimed(func() error { return checkFreeFloor(p.opts.Dir, p.opts.MinFree, 0) }); err != nil {
+	if err := r.untimed(p.check); err != nil {
 		return res, err
-	}
-	if p.f != nil {
-		_ = r.untimed(func() error {
-			if !stillLinked(p.fd) {
-				_ = p.closeFiles() // the directory was replaced: start a new file in the new one
-			}
-			return nil
-		})
 	}
 	for range p.opts.Ops {
 		if err := r.waitBudget(ctx, len(p.buf)); err != nil {
 			return res, err
 		}
-		if p.f == nil || p.off+int64(len(p.buf)) > p.opts.FileSize {
+		if p.fd < 0 || p.off+int64(len(p.buf)) > p.opts.FileSize {
 			if err := r.untimed(func() error { return p.cutFile(r.notice) }); err != nil {
 				return res, err
 			}
@@ -84,6 +77,25 @@ func (p *fsyncWriter) run(ctx context.Context, r *round) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// check is the round's look at the disk before it writes: the probe directory is still
+// the one held (probeDir.ensure), the file still linked, and the free-space floor holds,
+// counting the file the round is about to cut when it has none (a 64 MiB file cut on a
+// nearly full disk ate past the floor).
+func (p *fsyncWriter) check() error {
+	if err := p.dir.ensure(); err != nil {
+		p.dropFile()
+		return err
+	}
+	if p.fd >= 0 && !stillLinked(p.fd) {
+		p.dropFile() // the directory was deleted: start a new file in the new one
+	}
+	var newFile int64
+	if p.fd < 0 {
+		newFile = p.opts.FileSize
+	}
+	return checkFreeFloor(p.opts.Dir, p.opts.MinFree, newFile)
 }
 
 // writeAndSync does one operation: a write and its fdatasync, one timed region, so that
@@ -111,7 +123,7 @@ func (p *fsyncWriter) writeAndSync(r *round, res *Result) error {
 		// succeed over data that never reached the disk (PostgreSQL's "fsyncgate").
 		// etcd treats the error as fatal for its WAL file; the probe abandons its file,
 		// and the next round starts on a fresh one.
-		_ = p.closeFiles()
+		p.dropFile()
 		return err
 	}
 	p.off += int64(len(p.buf))
@@ -127,33 +139,37 @@ func shortWrite(n, want int) error { return fmt.Errorf("short write: %d of %d by
 // fdatasync) hangs on a frozen or dying filesystem just as a write does, which is why a
 // round makes it untimed.
 func (p *fsyncWriter) cutFile(notice func(string)) error {
-	_ = p.closeFiles()
-	if _, err := ensureDir(p.opts.Dir); err != nil {
-		return err
-	}
-	f, err := createProbeFile(notice, p.path, Header{Kind: "fsync", Size: p.opts.FileSize})
+	p.dropFile()
+	fd, err := p.dir.createProbeFile(notice, fsyncFileName, Header{Kind: "fsync", Size: p.opts.FileSize})
 	if err != nil {
 		return err
 	}
-	p.f, p.fd, p.off = f, int(f.Fd()), HeaderSize
+	p.fd, p.off = fd, HeaderSize
 	return nil
 }
 
-// closeFiles closes the file; it stays on disk for the next start to replace.
-func (p *fsyncWriter) closeFiles() error {
-	if p.f == nil {
-		return nil
+// dropFile closes the file; it stays on disk for the next round or start to replace.
+func (p *fsyncWriter) dropFile() {
+	if p.fd >= 0 {
+		_ = unix.Close(p.fd)
+		p.fd = -1
 	}
-	err := p.f.Close()
-	p.f, p.fd = nil, -1
-	return err
+}
+
+// closeFiles closes the file and the probe directory.
+func (p *fsyncWriter) closeFiles() error {
+	p.dropFile()
+	p.dir.close()
+	return nil
 }
 
 // Remove closes and deletes the probe file. The daemon leaves its files for the next start
 // (`cleanup` removes them); the benchmarks and the alert replay in tests/ remove theirs.
 func (p *Fsync) Remove() error {
+	p.kind.dropFile()
+	err := p.kind.dir.removeFile(fsyncFileName)
 	_ = p.Close()
-	return removeOwn(p.kind.path)
+	return err
 }
 
 func newRNG() *rand.ChaCha8 {

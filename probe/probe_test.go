@@ -133,7 +133,7 @@ func TestSymlinkAtTheProbePathIsNotFollowed(t *testing.T) {
 func TestSymlinkedProbeDirectoryIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	must(t, os.Symlink(t.TempDir(), filepath.Join(dir, DirName)))
-	if _, err := ensureDir(dir); err == nil {
+	if _, err := openProbeDir(dir); err == nil {
 		t.Fatal("a symlinked .diskprobe was accepted")
 	}
 }

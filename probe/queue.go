@@ -79,7 +79,11 @@ func RunQueue(ctx context.Context, src *ReadSource, job QueueJob, env *Env) (Que
 	if err := src.checkBlockSize("job", int64(job.BlockSize)); err != nil {
 		return res, err
 	}
-	env.Inflight.Do(src.checkLinked)
+	var err error
+	env.Inflight.Do(func() { err = src.check() })
+	if err != nil {
+		return res, err
+	}
 	if !src.Ready() {
 		return res, ErrNotPrepared
 	}
@@ -113,7 +117,6 @@ func RunQueue(ctx context.Context, src *ReadSource, job QueueJob, env *Env) (Que
 	q.blocks = (src.end - q.first) / q.bs
 	q.next.Store(src.randomOffset(rand.New(newRNG()), q.bs)/q.bs - q.first/q.bs)
 
-	var err error
 	switch job.Mechanism {
 	case MechanismThreads:
 		res.Mechanism = MechanismThreads
@@ -328,21 +331,22 @@ func (q *queueRun) runThreads(ctx context.Context, res *QueueResult) error {
 // ErrBlockDeviceWrite is the refusal to write to a block device, whatever asks.
 var ErrBlockDeviceWrite = errors.New("nothing is ever written to a block device")
 
-// openForWrites opens the prepared probe file for O_DIRECT writes into its data. A
-// block device has no probe file and is refused: it is only ever opened read-only.
+// openForWrites is a descriptor for O_DIRECT writes into the prepared probe file's data:
+// a duplicate of the one its reads use, checked when it was opened, never the file opened
+// again by its path. A block device has no probe file and is refused: it is only ever
+// opened read-only.
 func (s *ReadSource) openForWrites() (int, error) {
 	if s.prep == nil {
 		return -1, fmt.Errorf("%s: %w", s.path, ErrBlockDeviceWrite)
 	}
-	f, h, err := openOwn(s.path, unix.O_RDONLY)
+	if s.fd < 0 {
+		return -1, fmt.Errorf("%s: %w", s.path, ErrNotPrepared)
+	}
+	fd, err := unix.Dup(s.fd)
 	if err != nil {
-		return -1, err
+		return -1, &os.PathError{Op: "dup", Path: s.path, Err: err}
 	}
-	_ = f.Close()
-	if h.Kind != "read" {
-		return -1, &ForeignFileError{Path: s.path, Reason: "it is not a read probe file"}
-	}
-	return openDirect(s.path, unix.O_WRONLY)
+	return fd, nil
 }
 
 // Size is the number of data bytes reads and writes address.

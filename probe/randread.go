@@ -32,8 +32,8 @@ func NewRandread(src *ReadSource, ops, blockSize int) (*Randread, error) {
 // run does the configured number of random reads.
 func (p *randomReader) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if !p.src.ready(r) {
-		return res, ErrNotPrepared
+	if err := p.src.ready(r); err != nil {
+		return res, err
 	}
 	for range p.ops {
 		if err := r.waitBudget(ctx, len(p.buf)); err != nil {

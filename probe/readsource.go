@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,7 +15,7 @@ import (
 // block device, or a probe file that is written in full once before the first read.
 type ReadSource struct {
 	path       string
-	fd         int // read descriptor; -1 until ready
+	fd         int // read descriptor, O_DIRECT (a probe file's is also open for writing); -1 until ready
 	start, end int64
 	align      int64
 
@@ -49,6 +48,7 @@ func OpenDevice(path string, fallbackAlign int64) (*ReadSource, error) {
 // fdatasync, check that SEEK_HOLE finds no hole, then mark the header prepared.
 type preparation struct {
 	targetDir string
+	dir       *probeDir
 	size      int64
 	minFree   int64
 	chunk     []byte // aligned write buffer, held only while preparing
@@ -71,7 +71,7 @@ func NewReadFile(targetDir string, size, minFree, fallbackAlign int64) (*ReadSou
 	if err := CheckDirectIO(targetDir); err != nil {
 		return nil, err
 	}
-	dir, err := ensureDir(targetDir)
+	dir, err := openProbeDir(targetDir)
 	if err != nil {
 		return nil, err
 	}
@@ -79,12 +79,12 @@ func NewReadFile(targetDir string, size, minFree, fallbackAlign int64) (*ReadSou
 		fallbackAlign = 512 // refined by statx once the file is open
 	}
 	return &ReadSource{
-		path:  filepath.Join(dir, "read.probe"),
+		path:  dir.filePath(readFileName),
 		fd:    -1,
 		start: HeaderSize,
 		end:   HeaderSize + size,
 		align: fallbackAlign,
-		prep:  &preparation{targetDir: targetDir, size: HeaderSize + size, minFree: minFree, rng: newRNG(), wfd: -1},
+		prep:  &preparation{targetDir: targetDir, dir: dir, size: HeaderSize + size, minFree: minFree, rng: newRNG(), wfd: -1},
 	}, nil
 }
 
@@ -94,22 +94,38 @@ func (s *ReadSource) Path() string { return s.path }
 // Ready reports whether reads may start.
 func (s *ReadSource) Ready() bool { return s.fd >= 0 }
 
-// ready is Ready for the read rounds, after checkLinked, which a round makes untimed
-// (fstat asks a FUSE or NFS server).
-func (s *ReadSource) ready(r *round) bool {
-	_ = r.untimed(func() error { s.checkLinked(); return nil })
-	return s.fd >= 0
+// readFileName is the read probes' file in the probe directory.
+const readFileName = "read.probe"
+
+// ready is nil when the read rounds may start, ErrNotPrepared while the file is prepared,
+// and probeDir.ensure's error when the probe directory was swapped. It checks the file
+// first (check), which a round makes untimed (fstat asks a FUSE or NFS server).
+func (s *ReadSource) ready(r *round) error {
+	if err := r.untimed(s.check); err != nil {
+		return err
+	}
+	if s.fd < 0 {
+		return ErrNotPrepared
+	}
+	return nil
 }
 
-// checkLinked sends a prepared file that was deleted or replaced under us (target
-// directory recreated) back to preparation.
-func (s *ReadSource) checkLinked() {
-	if s.fd >= 0 && s.prep != nil && !stillLinked(s.fd) {
+// check sends a prepared file that was deleted under us (target directory recreated)
+// back to preparation, and fails while the probe directory is not the one held.
+func (s *ReadSource) check() error {
+	if s.prep == nil {
+		return nil
+	}
+	if err := s.prep.dir.ensure(); err != nil {
+		return err
+	}
+	if s.fd >= 0 && !stillLinked(s.fd) {
 		_ = unix.Close(s.fd)
 		s.fd = -1
 		s.abort()
 		s.prep.reused = false
 	}
+	return nil
 }
 
 // readBlock is one timed O_DIRECT pread(2) of len(buf) bytes at off: the operation of
@@ -158,19 +174,24 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 		return res, true, nil
 	}
 	p := s.prep
-	if p.wfd < 0 {
-		// Opening, creating and allocating the file hang on a frozen or dying filesystem
-		// as its writes do: they are the outstanding operation too.
-		var ok bool
-		var err error
-		env.Inflight.Do(func() {
-			if ok, err = s.reuse(); err == nil && !ok {
-				err = s.begin(env.notice)
-			}
-		})
-		if err != nil || ok {
-			return res, ok, err
+	// Checking the directory, opening, creating and allocating the file hang on a frozen
+	// or dying filesystem as its writes do: they are the outstanding operation too.
+	var ok bool
+	var err error
+	env.Inflight.Do(func() {
+		if err = s.check(); err != nil || p.wfd >= 0 {
+			return
 		}
+		if ok, err = s.reuse(); err == nil && !ok {
+			err = s.begin(env.notice)
+		}
+	})
+	if err != nil {
+		s.abort()
+		return res, false, err
+	}
+	if ok {
+		return res, true, nil
 	}
 	if p.chunk == nil {
 		chunk, err := alignedBuffer(prepareBlock)
@@ -185,7 +206,6 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 		}
 		p.rng.Read(p.chunk)
 		var n int
-		var err error
 		env.Inflight.Do(func() {
 			err = ignoringEINTR(func() (err error) {
 				n, err = unix.Pwrite(p.wfd, p.chunk[:min(int64(len(p.chunk)), p.size-p.off)], p.off)
@@ -203,7 +223,6 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 	if p.off < p.size {
 		return res, false, nil
 	}
-	var err error
 	env.Inflight.Do(func() { err = s.finish() })
 	if err != nil {
 		s.abort()
@@ -215,21 +234,22 @@ func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, e
 
 // reuse takes a file that an earlier run prepared in full for this size.
 func (s *ReadSource) reuse() (bool, error) {
-	f, h, err := openOwn(s.path, unix.O_RDONLY)
+	fd, h, err := s.prep.dir.openFile(readFileName)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	defer func() { _ = f.Close() }()
 	if !h.Prepared || h.Size != s.prep.size || h.Kind != "read" {
+		_ = unix.Close(fd)
 		return false, nil
 	}
-	if hole, err := seek(int(f.Fd()), unix.SEEK_HOLE); err != nil || hole < s.prep.size {
+	if hole, err := seek(fd, unix.SEEK_HOLE); err != nil || hole < s.prep.size {
+		_ = unix.Close(fd)
 		return false, nil
 	}
-	if err := s.openForReads(); err != nil {
+	if err := s.openForReads(fd); err != nil {
 		return false, err
 	}
 	s.prep.reused = true
@@ -238,17 +258,13 @@ func (s *ReadSource) reuse() (bool, error) {
 
 func (s *ReadSource) begin(notice func(string)) error {
 	p := s.prep
-	dir, err := ensureDir(p.targetDir)
-	if err != nil {
-		return err
-	}
-	if _, under, err := underFreeFloor(dir, p.minFree, p.size); err != nil {
+	if _, under, err := underFreeFloor(p.targetDir, p.minFree, p.size); err != nil {
 		return err
 	} else if under {
 		return fmt.Errorf("%w: the %d MiB read probe file needs %d MiB free on top of the %d MiB floor",
 			ErrLowFreeSpace, p.size>>20, p.size>>20, p.minFree>>20)
 	}
-	fd, err := createDirectFile(notice, s.path, Header{Kind: "read", Size: p.size})
+	fd, err := p.dir.createDirectFile(notice, readFileName, Header{Kind: "read", Size: p.size})
 	if err != nil {
 		return err
 	}
@@ -269,18 +285,12 @@ func (s *ReadSource) finish() error {
 	if hole < p.size {
 		return fmt.Errorf("%s: hole at offset %d after writing the whole file; the filesystem did not keep the data", s.path, hole)
 	}
-	_ = unix.Close(p.wfd)
-	p.wfd = -1
-	f, _, err := openOwn(s.path, unix.O_RDONLY)
-	if err != nil {
+	if err := writeHeader(p.wfd, s.path, Header{Kind: "read", Size: p.size, Prepared: true}); err != nil {
 		return err
 	}
-	err = writeHeader(f, Header{Kind: "read", Size: p.size, Prepared: true})
-	_ = f.Close()
-	if err != nil {
-		return err
-	}
-	return s.openForReads()
+	fd := p.wfd
+	p.wfd = -1 // the reads' now
+	return s.openForReads(fd)
 }
 
 func (s *ReadSource) abort() {
@@ -299,9 +309,11 @@ func (s *ReadSource) releaseChunk() {
 	s.prep.chunk = nil
 }
 
-func (s *ReadSource) openForReads() error {
-	fd, err := openDirect(s.path, unix.O_RDONLY)
-	if err != nil {
+// openForReads makes fd, the prepared probe file, the reads' descriptor: O_DIRECT, with
+// the alignment statx gives for it. It takes fd, and closes it on failure.
+func (s *ReadSource) openForReads(fd int) error {
+	if err := setDirect(fd, s.path); err != nil {
+		_ = unix.Close(fd)
 		return err
 	}
 	align, err := DirectIOAlignment(fd, s.path, s.align)
@@ -340,6 +352,15 @@ func (s *ReadSource) firstBlock(n int64) int64 {
 
 // Close releases the descriptors and buffers; the file stays for the next run to reuse.
 func (s *ReadSource) Close() error {
+	s.closeFile()
+	if s.prep != nil {
+		s.prep.dir.close()
+	}
+	return nil
+}
+
+// closeFile releases the file's descriptors and the preparation's buffer.
+func (s *ReadSource) closeFile() {
 	if s.prep != nil {
 		s.abort()
 	}
@@ -347,17 +368,18 @@ func (s *ReadSource) Close() error {
 		_ = unix.Close(s.fd)
 		s.fd = -1
 	}
-	return nil
 }
 
 // Remove closes the source and deletes its probe file. The daemon leaves its files for the
 // next start (`cleanup` removes them); the benchmarks and the alert replay in tests/ remove theirs.
 func (s *ReadSource) Remove() error {
-	_ = s.Close()
 	if s.prep == nil {
-		return nil
+		return s.Close()
 	}
-	return removeOwn(s.path)
+	s.closeFile()
+	err := s.prep.dir.removeFile(readFileName)
+	_ = s.Close()
+	return err
 }
 
 // shortRead explains a read that returned fewer bytes than asked. The usual cause is a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,8 +33,8 @@ func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
 // 1 MiB block per target would otherwise stay resident between rounds minutes apart.
 func (p *sequentialReader) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if !p.src.ready(r) {
-		return res, ErrNotPrepared
+	if err := p.src.ready(r); err != nil {
+		return res, err
 	}
 	buf, err := alignedBuffer(p.blockSize)
 	if err != nil {
@@ -74,7 +73,9 @@ type Seqwrite struct{ prober[*sequentialWriter] }
 
 // sequentialWriter is the seqwrite probe's kind.
 type sequentialWriter struct {
-	dir, path string
+	root      string // the target's path or probe_dir
+	dir       *probeDir
+	path      string // for messages
 	bytes     int64
 	minFree   int64
 	fallback  int64
@@ -90,36 +91,24 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 	if err := CheckDirectIO(targetDir); err != nil {
 		return nil, err
 	}
-	dir, err := ensureDir(targetDir)
-	if err != nil {
-		return nil, err
-	}
 	// Checked twice on purpose: here against the device's block size, so that a bad
 	// block_size is refused before any file is made; at open against what the file's
 	// filesystem says (statx), which may be larger.
 	if fallbackAlign > 0 && int64(blockSize)%fallbackAlign != 0 {
 		return nil, fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d", blockSize, fallbackAlign)
 	}
-	return &Seqwrite{prober[*sequentialWriter]{kind: &sequentialWriter{dir: targetDir, path: filepath.Join(dir, "seqwrite.probe"),
+	dir, err := openProbeDir(targetDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Seqwrite{prober[*sequentialWriter]{kind: &sequentialWriter{root: targetDir, dir: dir, path: dir.filePath(seqwriteFileName),
 		bytes: bytes, minFree: minFree, fallback: fallbackAlign, fd: -1, blockSize: blockSize, rng: rand.New(newRNG()), fill: newRNG()}}}, nil
 }
 
 // run writes the configured number of bytes and fdatasyncs.
 func (p *sequentialWriter) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if p.fd >= 0 {
-		_ = r.untimed(func() error {
-			if !stillLinked(p.fd) {
-				_ = p.closeFiles() // the directory was replaced: start a new file in the new one
-			}
-			return nil
-		})
-	}
-	var newFile int64 // the bytes a new file is about to take
-	if p.fd < 0 {
-		newFile = p.bytes
-	}
-	if err := r.untimed(func() error { return checkFreeFloor(p.dir, p.minFree, newFile) }); err != nil {
+	if err := r.untimed(p.check); err != nil {
 		return res, err
 	}
 	if p.fd < 0 {
@@ -160,21 +149,39 @@ func (p *sequentialWriter) run(ctx context.Context, r *round) (Result, error) {
 	sync := [1]ioCall{{sys: sysFdatasync, fd: p.fd}}
 	d, _, err := r.timed(p.path, sync[:], nil)
 	if err != nil {
-		_ = p.closeFiles() // the file's state is unknown: the next round starts a fresh one (see fsyncWriter.writeAndSync)
+		p.dropFile() // the file's state is unknown: the next round starts a fresh one (see fsyncWriter.writeAndSync)
 		return res, err
 	}
 	res.IO += d
 	return res, nil
 }
 
+// check is the round's look at the disk before it writes: the probe directory is still
+// the one held (probeDir.ensure), the file still linked, and the free-space floor holds,
+// counting the file a round without one is about to make.
+func (p *sequentialWriter) check() error {
+	if err := p.dir.ensure(); err != nil {
+		p.dropFile()
+		return err
+	}
+	if p.fd >= 0 && !stillLinked(p.fd) {
+		p.dropFile() // the directory was deleted: start a new file in the new one
+	}
+	var newFile int64
+	if p.fd < 0 {
+		newFile = p.bytes
+	}
+	return checkFreeFloor(p.root, p.minFree, newFile)
+}
+
+// seqwriteFileName is the seqwrite probe's file in the probe directory.
+const seqwriteFileName = "seqwrite.probe"
+
 func (p *sequentialWriter) open(notice func(string)) error {
 	if p.fd >= 0 {
 		return nil
 	}
-	if _, err := ensureDir(p.dir); err != nil { // it may have been deleted under us
-		return err
-	}
-	fd, err := createDirectFile(notice, p.path, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
+	fd, err := p.dir.createDirectFile(notice, seqwriteFileName, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
 	if err != nil {
 		return err
 	}
@@ -191,11 +198,17 @@ func (p *sequentialWriter) open(notice func(string)) error {
 	return nil
 }
 
-// closeFiles closes the file; it stays on disk for the next start to replace.
-func (p *sequentialWriter) closeFiles() error {
+// dropFile closes the file; it stays on disk for the next round or start to replace.
+func (p *sequentialWriter) dropFile() {
 	if p.fd >= 0 {
 		_ = unix.Close(p.fd)
 		p.fd = -1
 	}
+}
+
+// closeFiles closes the file and the probe directory.
+func (p *sequentialWriter) closeFiles() error {
+	p.dropFile()
+	p.dir.close()
 	return nil
 }
