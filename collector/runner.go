@@ -109,6 +109,9 @@ type probeStatus struct {
 	// one when it will not pass by itself (see permanent), else nil.
 	finished  atomic.Bool
 	permanent atomic.Pointer[string]
+	// refused: the error of the last round when it refused something at the probe's
+	// paths that is not the exporter's (refused), else nil.
+	refused atomic.Pointer[string]
 }
 
 // newRunner builds the runner of a planned target of file, ready to start: with what
@@ -260,7 +263,34 @@ func (pr *probeRun) ended(err error) {
 	} else {
 		pr.status.permanent.Store(nil)
 	}
+	if err != nil && refused(err) {
+		msg := err.Error()
+		pr.status.refused.Store(&msg)
+	} else {
+		pr.status.refused.Store(nil)
+	}
 	pr.status.finished.Store(true)
+}
+
+// refused is whether a round's error is the exporter refusing to write something at its
+// paths that is not its own: a file or directory someone put there, or a probe directory
+// swapped while it was held. Whoever did that may be attacking the host; until an
+// operator looks, /-/ready says so, whether or not the target ever worked.
+func refused(err error) bool {
+	var foreign *probe.ForeignFileError
+	var replaced *probe.ReplacedDirError
+	var unsafeRoot *probe.UnsafeRootError
+	return errors.As(err, &foreign) || errors.As(err, &replaced) || errors.As(err, &unsafeRoot)
+}
+
+// refusedBy is why the target refuses to probe (see refused), "" when it does not.
+func (r *runner) refusedBy() string {
+	for _, pr := range r.probes {
+		if msg := pr.status.refused.Load(); msg != nil {
+			return pr.name + ": " + *msg
+		}
+	}
+	return ""
 }
 
 // permanent is whether a round's error will not pass by itself: permission denied or a

@@ -138,9 +138,10 @@ func (s *Scheduler) Apply(p *Plan) error {
 // Ready says why the exporter is not ready (/-/ready), nil when it is: a target's path
 // has not answered since it was configured (a mount that hung before it was first
 // asked), or a target has failed every round since it started for a reason that will not
-// pass by itself (permission denied, a read-only filesystem: see brokenBy). A target that
-// hangs or fails otherwise once it has worked leaves it ready: that is the disk's state,
-// which the metrics report, not a configuration that cannot work.
+// pass by itself (permission denied, a read-only filesystem: see brokenBy), or a target's
+// last round refused something at its paths that is not the exporter's (refusedBy). A
+// target that hangs or fails otherwise once it has worked leaves it ready: that is the
+// disk's state, which the metrics report, not a configuration that cannot work.
 func (s *Scheduler) Ready() error {
 	for _, r := range s.running() {
 		if !r.status.resolved.Load() {
@@ -148,6 +149,9 @@ func (s *Scheduler) Ready() error {
 		}
 		if why := r.brokenBy(); why != "" {
 			return fmt.Errorf("target %s has failed every round since it started, for a reason that will not pass by itself: %s", r.name, why)
+		}
+		if why := r.refusedBy(); why != "" {
+			return fmt.Errorf("target %s refuses to probe: %s", r.name, why)
 		}
 	}
 	return nil
