@@ -17,12 +17,13 @@ import (
 
 // TestSwappedProbeDirectoryRedirectsNoWrite swaps .diskprobe while the exporter holds it,
 // as whoever can rename entries of a target's directory could: during the commit probe's
-// preparation (a FIFO at commit.probe, which wedged the worker when the finished file's
-// header was written by its path), during the read file's (a node of a loop device at
-// read.probe: the header landed on sector 0 of the device) and in the middle of the fsync
-// probe's rounds (a hard link to someone's file at fsync.probe). Each victim is left byte
-// for byte as it was, each target reports an error naming its directory, /-/ready says
-// why, and nothing is wedged: with the directory put back, the fsync target probes again.
+// preparation (a node of a loop device at commit.probe: the finished file's header,
+// written through its path opened again, landed on sector 0 of the device), during the
+// read file's (a FIFO at read.probe: opening it again by name to check it before its
+// header wedged the worker) and in the middle of the fsync probe's rounds (a hard link to
+// someone's file at fsync.probe). Each victim is left byte for byte as it was, each target
+// reports an error naming its directory, /-/ready says why, and nothing is wedged: with
+// the directory put back, the fsync target probes again.
 func TestSwappedProbeDirectoryRedirectsNoWrite(t *testing.T) {
 	testenv.RequireRoot(t)
 	d := mkdirs(t, "fsync", "commit", "read", "victims")
@@ -32,12 +33,11 @@ func TestSwappedProbeDirectoryRedirectsNoWrite(t *testing.T) {
 	writeRandom(t, hardVictim, 1<<20)
 	loop := testenv.LoopDevice(t, 8<<20)
 	writeRandom(t, loop, 8<<20)
-	fifo := filepath.Join(d["victims"], "fifo")
-	must(t, unix.Mkfifo(fifo, 0o600))
 	sums := map[string][32]byte{hardVictim: sha256File(t, hardVictim), loop: sha256File(t, loop)}
 
 	// Rounds that never end for long: the fsync target's take 2 s each (20 ops at 10 a
-	// second), the preparations 32 s (32 MiB at 1 MiB/s).
+	// second), the preparations 16 s (16 MiB at 1 MiB/s), so that both are under way at
+	// the swap and would finish, had they gone on, before the victims are checked.
 	cfg := fmt.Sprintf(`targets:
   - name: fsync
     path: %s
@@ -45,11 +45,11 @@ func TestSwappedProbeDirectoryRedirectsNoWrite(t *testing.T) {
     limits: {iops: 10, timeout: 10s, min_free: 0}
   - name: commit
     path: %s
-    commit: {interval: 1s, file_size: 32MiB}
+    commit: {interval: 1s, file_size: 16MiB}
     limits: {bandwidth: 1MiB, timeout: 10s, min_free: 0}
   - name: read
     path: %s
-    randread: {interval: 1s, file_size: 32MiB}
+    randread: {interval: 1s, file_size: 16MiB}
     limits: {bandwidth: 1MiB, timeout: 10s, min_free: 0}
 `, d["fsync"], d["commit"], d["read"])
 	e := framework.StartExporter(t, framework.WriteConfig(t, cfg))
@@ -65,10 +65,11 @@ func TestSwappedProbeDirectoryRedirectsNoWrite(t *testing.T) {
 		plant(filepath.Join(root, ".diskprobe", name))
 	}
 	swap(d["fsync"], "fsync.probe", func(at string) { must(t, os.Link(hardVictim, at)) })
-	swap(d["commit"], "commit.probe", func(at string) { must(t, unix.Mkfifo(at, 0o600)) })
 	var st unix.Stat_t
 	must(t, unix.Stat(loop, &st))
-	swap(d["read"], "read.probe", func(at string) { must(t, unix.Mknod(at, unix.S_IFBLK|0o600, int(st.Rdev))) })
+	swap(d["commit"], "commit.probe", func(at string) { must(t, unix.Mknod(at, unix.S_IFBLK|0o600, int(st.Rdev))) })
+	swap(d["read"], "read.probe", func(at string) { must(t, unix.Mkfifo(at, 0o600)) })
+	swapped := time.Now()
 
 	framework.WaitMetric(t, e, 30*time.Second, "an error on every swapped target", func(f families) bool {
 		return errs(f, "fsync", "fsync") > errs(before, "fsync", "fsync") &&
@@ -86,8 +87,13 @@ func TestSwappedProbeDirectoryRedirectsNoWrite(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "refuses to probe") || !strings.Contains(body, "was moved or replaced") {
 		t.Errorf("/-/ready after the swaps: %d %q, want 503 saying which target refuses and why", code, body)
 	}
-	// Long enough for the old code's header write and its next cut of the fsync file.
-	time.Sleep(3 * time.Second)
+	// Long enough for both preparations to have finished, had they gone on, and the fsync
+	// file to have been cut again.
+	time.Sleep(time.Until(swapped.Add(20 * time.Second)))
+	alive(t, e)
+	if _, _, err := e.Scrape(10 * time.Second); err != nil {
+		t.Errorf("scrape after the swaps: %v", err)
+	}
 	for p, sum := range sums {
 		if sha256File(t, p) != sum {
 			t.Errorf("%s was written through the swapped directory", p)
