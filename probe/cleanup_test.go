@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,5 +94,49 @@ func TestCleanupRemovesOnlyFilesWithTheHeader(t *testing.T) {
 		if found, err := FindOwnFiles(p); err != nil || found.Dir != "" || len(found.Files) != 0 {
 			t.Errorf("FindOwnFiles(%s) = %+v, %v; want nothing", p, found, err)
 		}
+	}
+}
+
+// cleanup, often run as root, removes only in the directory it listed: a .diskprobe
+// swapped between the listing and the removal (whoever can rename entries of the root)
+// loses nothing, and a root that group or others can write without the sticky bit is
+// refused, as the daemon refuses to write there.
+func TestCleanupRemovesNothingFromASwappedDirectory(t *testing.T) {
+	root := t.TempDir()
+	pd, err := openProbeDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, _, err := pd.createFile("fsync.probe", Header{Kind: "fsync", Size: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Close(fd)
+	pd.close()
+	found, err := FindOwnFiles(root)
+	if err != nil || len(found.Files) != 1 {
+		t.Fatalf("found %+v, %v; want the fsync file", found, err)
+	}
+	// Swapped: a directory of someone's, with a file of theirs carrying our header.
+	must(t, os.Rename(filepath.Join(root, DirName), filepath.Join(root, "moved")))
+	must(t, os.Mkdir(filepath.Join(root, DirName), 0o700))
+	theirs := filepath.Join(root, DirName, "fsync.probe")
+	must(t, os.WriteFile(theirs, []byte(headerMagic+"kind=fsync\n"), 0o600))
+	var replaced *ReplacedDirError
+	if removed, err := found.Remove(); !errors.As(err, &replaced) || len(removed) != 0 {
+		t.Errorf("Remove after the swap: removed %v, %v; want nothing and a ReplacedDirError", removed, err)
+	}
+	for _, p := range []string{theirs, filepath.Join(root, "moved", "fsync.probe")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+
+	open := t.TempDir()
+	must(t, os.Chmod(open, 0o777))
+	var unsafeRoot *UnsafeRootError
+	must(t, os.Mkdir(filepath.Join(open, DirName), 0o700))
+	if _, err := FindOwnFiles(open); !errors.As(err, &unsafeRoot) {
+		t.Errorf("FindOwnFiles in a 0777 directory: %v, want an UnsafeRootError", err)
 	}
 }
