@@ -184,7 +184,8 @@ func (p *committer) commit(r *round, res *Result) error {
 	res.IO += d
 	if err != nil {
 		// After a failed write or fdatasync the file's pages are in an unknown state
-		// (see fsyncWriter.writeAndSync): the file is reopened, and checked, next round.
+		// (see fsyncWriter.writeAndSync): the file is opened again, relative to the held
+		// directory, and checked, next round.
 		p.dropFile()
 		return err
 	}

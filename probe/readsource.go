@@ -110,8 +110,9 @@ func (s *ReadSource) ready(r *round) error {
 	return nil
 }
 
-// check sends a prepared file that was deleted under us (target directory recreated)
-// back to preparation, and fails while the probe directory is not the one held.
+// check sends a file that was deleted under us (target directory recreated), prepared or
+// being prepared, back to the start of its preparation, and fails while the probe
+// directory is not the one held.
 func (s *ReadSource) check() error {
 	if s.prep == nil {
 		return nil
@@ -124,6 +125,9 @@ func (s *ReadSource) check() error {
 		s.fd = -1
 		s.abort()
 		s.prep.reused = false
+	}
+	if s.prep.wfd >= 0 && !stillLinked(s.prep.wfd) {
+		s.abort() // the file being prepared went with its directory: start again in the new one
 	}
 	return nil
 }

@@ -37,8 +37,8 @@ func CheckWritable(root string) error {
 		return &os.PathError{Op: "lstat", Path: dir, Err: err}
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		// A symlink or a file at .diskprobe, or (below) a .diskprobe of another user the
-		// exporter could write: ensureDir refuses them at the first round, naming them, and
-		// the target recovers once the operator moves them away.
+		// exporter could write: CheckProbeDir names them for --config.check, and the
+		// daemon's rounds refuse them (openProbeDir) until the operator moves them away.
 		return nil
 	}
 	if err := ignoringEINTR(func() error { return unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS) }); err != nil {
