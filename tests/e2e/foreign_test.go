@@ -4,8 +4,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,7 +63,9 @@ func TestForeignFilesAreNeverTouched(t *testing.T) {
     limits: {timeout: 10s, min_free: 0}
 `, name, d[name])
 	}
-	e := framework.StartExporter(t, framework.WriteConfig(t, cfg))
+	// /-/ready says 503 once a round has refused what was planted (checked below):
+	// /metrics is what is up.
+	e := framework.StartExporterWith(t, framework.WriteConfig(t, cfg), framework.ExporterOptions{Ready: metricsAnswer})
 	f := framework.WaitMetric(t, e, 20*time.Second, "rounds on every target", func(f families) bool {
 		if runs(f, "ours", "fsync") < 2 || runs(f, "ours", "randread") < 2 {
 			return false
@@ -104,6 +108,9 @@ func TestForeignFilesAreNeverTouched(t *testing.T) {
 		}
 	}
 	t.Logf("e.g. %s", logLines(e, "target=symlink", "refusing to touch")[0])
+	if code, body := readyStatus(t, e); code != http.StatusServiceUnavailable || !strings.Contains(body, "refuses to probe") || !strings.Contains(body, "refusing to touch") {
+		t.Errorf("/-/ready while targets refuse what was planted: %d %q, want 503 naming one", code, body)
+	}
 
 	// Moved away by the operator: the probe recovers by itself.
 	must(t, os.Rename(foreignFile, filepath.Join(d["victims"], "moved-away")))
