@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -69,8 +70,10 @@ func main() {
 	// The exporter's flags live on the application, not on the default `serve` command,
 	// so that `--help` shows them.
 	configCheck := app.Flag("config.check", "Validate the configuration file against the disks as this user sees them (every error at once: paths, tmpfs, probe directories it cannot write), print a summary, and exit (1 on errors).").Bool()
-	metricsPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
-	enablePprof := app.Flag("web.enable-pprof", "Serve Go runtime profiles (CPU, heap, goroutines) under /debug/pprof/ and link them from the landing page.").Bool()
+	var httpOpts httpOptions
+	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&httpOpts.metricsPath)
+	app.Flag("web.enable-pprof", "Serve Go runtime profiles (CPU, heap, goroutines) under /debug/pprof/ and link them from the landing page.").BoolVar(&httpOpts.enablePprof)
+	app.Flag("web.max-connections", "Most HTTP connections held at once; at the cap the longest idle one is closed for a new one, and the rest wait in the kernel's accept queue.").Default(strconv.Itoa(defaultMaxConnections)).IntVar(&httpOpts.maxConnections)
 	toolkitFlags := webflag.AddFlags(app, defaultListen)
 	serve := app.Command("serve", "Run the exporter (the default command).").Default()
 
@@ -78,6 +81,9 @@ func main() {
 	cleanup := addCleanupCommand(app)
 
 	cmd, err := app.Parse(os.Args[1:])
+	if err == nil {
+		err = httpOpts.check()
+	}
 	if err != nil {
 		// A usage error exits 2, as Go's flag package and GNU tools do: 1 is check's FAIL
 		// verdict, and a script must not read a typo as a bad disk (kingpin.MustParse
@@ -105,7 +111,7 @@ func main() {
 		fmt.Println(resolved.Summary())
 		return
 	}
-	os.Exit(run(*configFile, paths, *metricsPath, *enablePprof, toolkitFlags, logger))
+	os.Exit(run(*configFile, paths, httpOpts, toolkitFlags, logger))
 }
 
 // load reads a configuration file and resolves it against the disks, reporting every
@@ -176,9 +182,22 @@ func errorsOf(err error) []error {
 	return []error{err}
 }
 
-func run(configFile string, paths device.Paths, metricsPath string, enablePprof bool, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
+func run(configFile string, paths device.Paths, httpOpts httpOptions, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
 	logger.Info("starting diskprobe_exporter", "version", version.Info(), "config", configFile)
 	logger.Info("build context", "build_context", version.BuildContext())
+
+	// The listen addresses before any probe starts: a typo there must not leave probes
+	// running behind a server that never came up.
+	listeners, err := listen(toolkitFlags, logger)
+	if err != nil {
+		logger.Error("not starting", "err", err)
+		return 1
+	}
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -244,23 +263,33 @@ func run(configFile string, paths device.Paths, metricsPath string, enablePprof 
 		return scheduler.Stop(shutdownGrace)
 	}
 
-	handler, err := newHandler(reg, metricsPath, enablePprof, scheduler.Ready, reload, logger)
+	handler, err := newHandler(reg, httpOpts, scheduler.Ready, reload, logger)
 	if err != nil {
 		logger.Error("not starting", "err", err)
 		shutdown()
 		return 1
 	}
+	limit := newConnLimit(httpOpts.maxConnections)
 	server := &http.Server{
 		Handler: handler,
 		// A slow or oversized client must not tie up the server.
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		// Longer than the scrape intervals people use (15 s to 1 min; Prometheus keeps its
+		// own idle connections 5 min), so that a scrape reuses its connection instead of
+		// paying a TCP handshake, and a TLS one, each time. The connection cap, not this,
+		// bounds what idle connections cost: at the cap the longest idle one is closed.
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ConnState:      limit.ConnState,
+	}
+	limited := make([]net.Listener, len(listeners))
+	for i, l := range listeners {
+		limited[i] = limit.Listener(l)
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- web.ListenAndServe(server, toolkitFlags, logger) }()
+	go func() { serveErr <- web.ServeMultiple(limited, server, toolkitFlags, logger) }()
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
@@ -291,9 +320,30 @@ func run(configFile string, paths device.Paths, metricsPath string, enablePprof 
 	}
 }
 
-func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, ready func() error, reload func() error, logger *slog.Logger) (http.Handler, error) {
+// httpOptions are the flags of the HTTP surface.
+type httpOptions struct {
+	metricsPath    string
+	enablePprof    bool
+	maxConnections int
+}
+
+// defaultMaxConnections is --web.max-connections' default. A scrape needs one connection
+// (two for a Prometheus HA pair, a few more for federation or a person with curl); 64 is
+// room for all of them many times over, and 64 idle connections cost about 1.3 MB and 64
+// descriptors, where 3,000 cost 60 MB and 3,000.
+const defaultMaxConnections = 64
+
+// check refuses, as a usage error, flags the HTTP surface cannot serve.
+func (o httpOptions) check() error {
+	if o.maxConnections < 1 {
+		return fmt.Errorf("--web.max-connections=%d: must be at least 1", o.maxConnections)
+	}
+	return nil
+}
+
+func newHandler(reg *prometheus.Registry, opts httpOptions, ready func() error, reload func() error, logger *slog.Logger) (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("GET "+metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	mux.Handle("GET "+opts.metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		// The text format, not OpenMetrics: nothing exposed here needs what OpenMetrics
 		// adds (exemplars, created samples), and node_exporter serves text too.
@@ -327,9 +377,9 @@ func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, 
 		Name:        "diskprobe_exporter",
 		Description: "Disk latency prober: etcd-WAL-like fdatasync, O_DIRECT random reads, sequential throughput",
 		Version:     version.Info(),
-		Profiling:   strconv.FormatBool(enablePprof), // the toolkit links /debug/pprof/ unless told not to
+		Profiling:   strconv.FormatBool(opts.enablePprof), // the toolkit links /debug/pprof/ unless told not to
 		Links: []web.LandingLinks{
-			{Address: metricsPath, Text: "Metrics"},
+			{Address: opts.metricsPath, Text: "Metrics"},
 			{Address: "/-/healthy", Text: "Health"},
 			{Address: "/-/ready", Text: "Readiness"},
 		},
@@ -338,7 +388,7 @@ func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, 
 		return nil, fmt.Errorf("landing page: %w", err)
 	}
 	mux.Handle("GET /{$}", landing)
-	if enablePprof {
+	if opts.enablePprof {
 		servePprof(mux)
 	}
 	return mux, nil
