@@ -333,6 +333,10 @@ type httpOptions struct {
 // descriptors, where 3,000 cost 60 MB and 3,000.
 const defaultMaxConnections = 64
 
+// maxRequestsInFlight bounds the scrapes served at once; each holds a gzip writer (about
+// 1.2 MiB) and a gathering of every metric.
+const maxRequestsInFlight = 10
+
 // check refuses, as a usage error, flags the HTTP surface cannot serve.
 func (o httpOptions) check() error {
 	if o.maxConnections < 1 {
@@ -343,15 +347,16 @@ func (o httpOptions) check() error {
 
 func newHandler(reg *prometheus.Registry, opts httpOptions, ready func() error, reload func() error, logger *slog.Logger) (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("GET "+opts.metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	// The in-flight limit outside the compression, not promhttp's inside it: a refused
+	// scrape must not take a gzip writer (1.2 MiB when the pool has none spare).
+	mux.Handle("GET "+opts.metricsPath, limitInFlight(maxRequestsInFlight, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		// The text format, not OpenMetrics: nothing exposed here needs what OpenMetrics
 		// adds (exemplars, created samples), and node_exporter serves text too.
-		EnableOpenMetrics:   false,
-		MaxRequestsInFlight: 10,
-		Timeout:             30 * time.Second,
-		DisableCompression:  true, // gzipresponse compresses, at the fastest level
-	})))
+		EnableOpenMetrics:  false,
+		Timeout:            30 * time.Second,
+		DisableCompression: true, // gzipresponse compresses, at the fastest level
+	}))))
 	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "Healthy")
 	})
@@ -392,4 +397,19 @@ func newHandler(reg *prometheus.Registry, opts httpOptions, ready func() error, 
 		servePprof(mux)
 	}
 	return mux, nil
+}
+
+// limitInFlight serves at most n requests of h at once, answering the rest 503 at once,
+// as promhttp's MaxRequestsInFlight does.
+func limitInFlight(n int, h http.Handler) http.Handler {
+	slots := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+			h.ServeHTTP(w, r)
+		default:
+			http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", n), http.StatusServiceUnavailable)
+		}
+	})
 }
