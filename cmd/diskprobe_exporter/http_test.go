@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -83,5 +85,38 @@ func TestScrapeRefusedByInFlightLimitTakesNoGzipWriter(t *testing.T) {
 		if code != http.StatusOK {
 			t.Errorf("a scrape within the limit answered %d", code)
 		}
+	}
+}
+
+func TestReloadNeedsLifecycleFlagAndAnswersWithoutTheError(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reloads := 0
+	var reloadErr error
+	reload := func() error { reloads++; return reloadErr }
+
+	off := testHandler(t, reg, testHTTPOptions, reload)
+	if rec := serve(off, "POST", "/-/reload", nil); rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "Lifecycle API is not enabled.") {
+		t.Errorf("POST /-/reload without --web.enable-lifecycle: %d %q; want 403 %q", rec.Code, rec.Body, "Lifecycle API is not enabled.")
+	}
+	if reloads != 0 {
+		t.Errorf("reloaded %d times without --web.enable-lifecycle", reloads)
+	}
+
+	opts := testHTTPOptions
+	opts.enableLifecycle = true
+	on := testHandler(t, reg, opts, reload)
+	if rec := serve(on, "POST", "/-/reload", nil); rec.Code != http.StatusOK || reloads != 1 {
+		t.Errorf("POST /-/reload with --web.enable-lifecycle: %d %q, %d reloads; want 200 and 1", rec.Code, rec.Body, reloads)
+	}
+	reloadErr = errors.New("/etc/diskprobe_exporter/diskprobe.yml:4: targets[0].path: /srv/secret-data does not exist")
+	rec := serve(on, "POST", "/-/reload", nil)
+	if rec.Code != http.StatusInternalServerError || strings.Contains(rec.Body.String(), "/") {
+		t.Errorf("a failed reload answered %d %q; want 500 naming no file or path", rec.Code, rec.Body)
+	}
+	// A page on another site, in an operator's browser.
+	before := reloads
+	rec = serve(on, "POST", "/-/reload", http.Header{"Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://evil.example"}})
+	if rec.Code != http.StatusForbidden || reloads != before {
+		t.Errorf("a cross-site POST /-/reload answered %d and reloaded %d times; want 403 and none", rec.Code, reloads-before)
 	}
 }

@@ -73,6 +73,7 @@ func main() {
 	var httpOpts httpOptions
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&httpOpts.metricsPath)
 	app.Flag("web.enable-pprof", "Serve Go runtime profiles (CPU, heap, goroutines) under /debug/pprof/ and link them from the landing page.").BoolVar(&httpOpts.enablePprof)
+	app.Flag("web.enable-lifecycle", "Reload the configuration on POST /-/reload (SIGHUP always does). Off, the endpoint answers 403: anyone who reaches the port could otherwise make the exporter re-read its configuration.").BoolVar(&httpOpts.enableLifecycle)
 	app.Flag("web.max-connections", "Most HTTP connections held at once; at the cap the longest idle one is closed for a new one, and the rest wait in the kernel's accept queue.").Default(strconv.Itoa(defaultMaxConnections)).IntVar(&httpOpts.maxConnections)
 	toolkitFlags := webflag.AddFlags(app, defaultListen)
 	serve := app.Command("serve", "Run the exporter (the default command).").Default()
@@ -322,9 +323,10 @@ func run(configFile string, paths device.Paths, httpOpts httpOptions, toolkitFla
 
 // httpOptions are the flags of the HTTP surface.
 type httpOptions struct {
-	metricsPath    string
-	enablePprof    bool
-	maxConnections int
+	metricsPath     string
+	enablePprof     bool
+	enableLifecycle bool
+	maxConnections  int
 }
 
 // defaultMaxConnections is --web.max-connections' default. A scrape needs one connection
@@ -367,17 +369,7 @@ func newHandler(reg *prometheus.Registry, opts httpOptions, ready func() error, 
 		}
 		_, _ = fmt.Fprintln(w, "Ready")
 	})
-	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
-		if err := reload(); err != nil {
-			code := http.StatusInternalServerError
-			if errors.Is(err, collector.ErrStopped) {
-				code = http.StatusServiceUnavailable
-			}
-			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), code)
-			return
-		}
-		_, _ = fmt.Fprintln(w, "Reloaded")
-	})
+	mux.Handle("POST /-/reload", reloadHandler(opts.enableLifecycle, reload))
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "diskprobe_exporter",
 		Description: "Disk latency prober: etcd-WAL-like fdatasync, O_DIRECT random reads, sequential throughput",
@@ -397,6 +389,29 @@ func newHandler(reg *prometheus.Registry, opts httpOptions, ready func() error, 
 		servePprof(mux)
 	}
 	return mux, nil
+}
+
+// reloadHandler serves POST /-/reload: 403 unless --web.enable-lifecycle, as Prometheus
+// and Alertmanager answer. A browser's cross-site request is refused too (Sec-Fetch-Site,
+// Origin): a page an operator visits must not reload the exporter on their behalf. A
+// failed reload answers without its errors: they name files and paths of the host, which
+// the log has and whoever can reach the port need not.
+func reloadHandler(enabled bool, reload func() error) http.Handler {
+	if !enabled {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "Lifecycle API is not enabled.", http.StatusForbidden)
+		})
+	}
+	return http.NewCrossOriginProtection().Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		switch err := reload(); {
+		case errors.Is(err, collector.ErrStopped):
+			http.Error(w, "shutting down; not reloaded", http.StatusServiceUnavailable)
+		case err != nil:
+			http.Error(w, "failed to reload config; see the exporter's log", http.StatusInternalServerError)
+		default:
+			_, _ = fmt.Fprintln(w, "Reloaded")
+		}
+	}))
 }
 
 // limitInFlight serves at most n requests of h at once, answering the rest 503 at once,
