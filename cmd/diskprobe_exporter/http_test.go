@@ -120,3 +120,42 @@ func TestReloadNeedsLifecycleFlagAndAnswersWithoutTheError(t *testing.T) {
 		t.Errorf("a cross-site POST /-/reload answered %d and reloaded %d times; want 403 and none", rec.Code, reloads-before)
 	}
 }
+
+// A telemetry path of /-/healthy, or one without a leading '/', made the HTTP router panic
+// at start, after the probes had started. They are usage errors now.
+func TestTelemetryPathsTheRouterCannotTakeAreRefused(t *testing.T) {
+	for _, p := range []string{"", "metrics", "/", "/-/healthy", "/-/ready", "/-/reload", "/-/", "/debug/pprof/", "/debug/pprof/heap",
+		"/debug/pprof", "/metrics/", "//metrics", "/a/../metrics", "/metrics/{x}", "/metrics{", "/a b", "/metrics\n", "/met%72ics"} {
+		opts := testHTTPOptions
+		opts.metricsPath = p
+		err := opts.check()
+		if err == nil {
+			t.Errorf("--web.telemetry-path=%q accepted", p)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "--web.telemetry-path=") {
+			t.Errorf("--web.telemetry-path=%q: %v; want the flag named", p, err)
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("newHandler panicked on %q: %v", p, r)
+				}
+			}()
+			if _, err := newHandler(prometheus.NewRegistry(), opts, nil, nil, slog.New(slog.DiscardHandler)); err == nil {
+				t.Errorf("newHandler took %q", p)
+			}
+		}()
+	}
+	for _, p := range []string{"/metrics", "/probe/metrics", "/v1.2/metrics_x-y~z"} {
+		opts := testHTTPOptions
+		opts.metricsPath = p
+		if err := opts.check(); err != nil {
+			t.Errorf("--web.telemetry-path=%q refused: %v", p, err)
+			continue
+		}
+		if rec := serve(testHandler(t, prometheus.NewRegistry(), opts, nil), "GET", p, nil); rec.Code != http.StatusOK {
+			t.Errorf("GET %s with --web.telemetry-path=%s: %d", p, p, rec.Code)
+		}
+	}
+}

@@ -13,9 +13,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -341,13 +343,45 @@ const maxRequestsInFlight = 10
 
 // check refuses, as a usage error, flags the HTTP surface cannot serve.
 func (o httpOptions) check() error {
+	if err := checkTelemetryPath(o.metricsPath); err != nil {
+		return fmt.Errorf("--web.telemetry-path=%q: %w", o.metricsPath, err)
+	}
 	if o.maxConnections < 1 {
 		return fmt.Errorf("--web.max-connections=%d: must be at least 1", o.maxConnections)
 	}
 	return nil
 }
 
+// checkTelemetryPath refuses a metrics path that would collide with the exporter's own
+// endpoints or that the HTTP router cannot take as a literal path (it panicked on
+// /-/healthy and on a path without a leading '/').
+func checkTelemetryPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return errors.New("must start with '/'")
+	}
+	if i := strings.IndexFunc(p, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("/-._~", r)
+	}); i >= 0 {
+		return fmt.Errorf("%q: only letters, digits and / - . _ ~ are allowed", []rune(p[i:])[0])
+	}
+	if path.Clean(p) != p {
+		return errors.New("must be a clean path (no trailing '/', no '//', '.' or '..')")
+	}
+	switch {
+	case p == "/":
+		return errors.New("is the landing page")
+	case p == "/-" || strings.HasPrefix(p, "/-/"):
+		return errors.New("/-/ is the exporter's own (/-/healthy, /-/ready, /-/reload)")
+	case p == "/debug/pprof" || strings.HasPrefix(p, "/debug/pprof/"):
+		return errors.New("/debug/pprof/ is the Go profiles' (--web.enable-pprof)")
+	}
+	return nil
+}
+
 func newHandler(reg *prometheus.Registry, opts httpOptions, ready func() error, reload func() error, logger *slog.Logger) (http.Handler, error) {
+	if err := checkTelemetryPath(opts.metricsPath); err != nil {
+		return nil, fmt.Errorf("telemetry path %q: %w", opts.metricsPath, err)
+	}
 	mux := http.NewServeMux()
 	// The in-flight limit outside the compression, not promhttp's inside it: a refused
 	// scrape must not take a gzip writer (1.2 MiB when the pool has none spare).

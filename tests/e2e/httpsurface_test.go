@@ -1,13 +1,20 @@
 package e2e
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
 
 // TestReloadEndpointNeedsLifecycleFlag: POST /-/reload was always on, unauthenticated and
@@ -31,4 +38,49 @@ func TestReloadEndpointNeedsLifecycleFlag(t *testing.T) {
 	testenv.WaitFor(t, 5*time.Second, "the reload in the log", func() bool {
 		return len(logLines(on, "configuration reloaded")) == 1
 	})
+}
+
+// runExporter runs the binary with args until it exits (within 20 s), with its working
+// directory in a fresh temporary directory.
+func runExporter(t *testing.T, args ...string) (exit int, output string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testenv.Binary(t), args...)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+	return cmd.ProcessState.ExitCode(), string(out)
+}
+
+// quietConfig is a configuration with one directory target, and that directory.
+func quietConfig(t *testing.T) (cfg, dir string) {
+	dir = t.TempDir()
+	return framework.WriteConfig(t, fmt.Sprintf("targets:\n  - name: quiet\n    path: %s\n    fsync: {interval: 1s, ops: 1, block_size: 4KiB, file_size: 1MiB}\n    limits: {min_free: 0}\n", dir)), dir
+}
+
+func assertNoProbeDir(t *testing.T, dir, after string) {
+	t.Helper()
+	if _, err := os.Lstat(filepath.Join(dir, ".diskprobe")); !os.IsNotExist(err) {
+		t.Errorf("%s: the target's .diskprobe was created (%v): probes started", after, err)
+	}
+}
+
+// TestBadTelemetryPathIsAUsageError: a --web.telemetry-path of /-/healthy, or without a
+// leading '/', made the HTTP router panic, after the probes had started. It is a usage
+// error now (exit 2, as every other), and nothing is probed.
+func TestBadTelemetryPathIsAUsageError(t *testing.T) {
+	cfg, dir := quietConfig(t)
+	for _, p := range []string{"/-/healthy", "metrics", "/", "/debug/pprof/heap", "/metrics/{x}"} {
+		exit, out := runExporter(t, "--config.file="+cfg, "--web.listen-address="+framework.FreePort(t), "--web.telemetry-path="+p)
+		if exit != 2 || !strings.Contains(out, "--web.telemetry-path=") || strings.Contains(out, "panic") {
+			t.Errorf("--web.telemetry-path=%s: exit %d\n%s\nwant exit 2 naming the flag, no panic", p, exit, out)
+		} else {
+			t.Logf("--web.telemetry-path=%s: %s", p, strings.TrimSpace(out))
+		}
+	}
+	assertNoProbeDir(t, dir, "a bad telemetry path")
 }
