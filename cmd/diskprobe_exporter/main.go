@@ -189,8 +189,14 @@ func run(configFile string, paths device.Paths, httpOpts httpOptions, toolkitFla
 	logger.Info("starting diskprobe_exporter", "version", version.Info(), "config", configFile)
 	logger.Info("build context", "build_context", version.BuildContext())
 
-	// The listen addresses before any probe starts: a typo there must not leave probes
-	// running behind a server that never came up.
+	// The web configuration and the listen addresses before any probe starts: a typo there
+	// must not leave probes running behind a server that never came up.
+	if file := *toolkitFlags.WebConfigFile; file != "" {
+		if err := web.Validate(file); err != nil {
+			logger.Error("invalid web configuration; not starting", "err", fmt.Errorf("--web.config.file=%s: %w", file, err))
+			return 1
+		}
+	}
 	listeners, err := listen(toolkitFlags, logger)
 	if err != nil {
 		logger.Error("not starting", "err", err)

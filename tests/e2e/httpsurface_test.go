@@ -84,3 +84,32 @@ func TestBadTelemetryPathIsAUsageError(t *testing.T) {
 	}
 	assertNoProbeDir(t, dir, "a bad telemetry path")
 }
+
+// TestBadWebConfigStopsTheStartNamingTheFile: a web configuration that does not load was
+// reported without its file's name, after the probes had started. It is checked first now.
+func TestBadWebConfigStopsTheStartNamingTheFile(t *testing.T) {
+	cfg, dir := quietConfig(t)
+	webDir := t.TempDir()
+	typo := filepath.Join(webDir, "web-typo.yml")
+	if err := os.WriteFile(typo, []byte("basic_auth_user:\n  prometheus: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noCert := filepath.Join(webDir, "web-nocert.yml")
+	if err := os.WriteFile(noCert, []byte("tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{typo, noCert, filepath.Join(webDir, "absent.yml")} {
+		exit, out := runExporter(t, "--config.file="+cfg, "--web.listen-address="+framework.FreePort(t), "--web.config.file="+file)
+		if exit == 0 || !strings.Contains(out, "--web.config.file="+file) {
+			t.Errorf("--web.config.file=%s: exit %d\n%s\nwant non-zero, naming the file", filepath.Base(file), exit, out)
+		} else {
+			t.Logf("%s: exit %d: %s", filepath.Base(file), exit, lastLine(out))
+		}
+	}
+	assertNoProbeDir(t, dir, "a bad web configuration")
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
