@@ -159,3 +159,49 @@ func TestTelemetryPathsTheRouterCannotTakeAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHandler feeds arbitrary requests to the HTTP handlers, and arbitrary telemetry paths
+// to newHandler: no panic, and an answer from a known set. A path the flag check takes
+// must make a handler that serves metrics there.
+func FuzzHandler(f *testing.F) {
+	f.Add("/metrics", "GET", "/metrics", "gzip", "", "")
+	f.Add("/metrics", "POST", "/-/reload", "", "cross-site", "body")
+	f.Add("/metrics", "HEAD", "/", "*;q=0", "", "")
+	f.Add("/probe", "GET", "/-/ready", "gzip;q=0.5, deflate", "same-origin", "")
+	f.Add("/-/healthy", "GET", "/debug/pprof/", "", "", "")
+	f.Add("metrics", "PUT", "/metrics/../-/reload", "identity", "none", "x")
+	known := map[int]bool{200: true, 301: true, 307: true, 400: true, 403: true, 404: true, 405: true, 500: true, 503: true}
+	f.Fuzz(func(t *testing.T, metricsPath, method, target, acceptEncoding, fetchSite, body string) {
+		// Not pprof: its CPU profile and trace run for seconds, and they are the runtime's.
+		opts := httpOptions{metricsPath: metricsPath, maxConnections: 1, enableLifecycle: len(body)%2 == 1}
+		h, err := newHandler(prometheus.NewRegistry(), opts, func() error { return nil }, func() error {
+			if len(body) > 4 {
+				return errors.New("/secret/path: bad")
+			}
+			return nil
+		}, slog.New(slog.DiscardHandler))
+		if checkErr := opts.check(); (checkErr == nil) != (err == nil) {
+			t.Fatalf("telemetry path %q: the flag check says %v, newHandler %v", metricsPath, checkErr, err)
+		}
+		if err != nil {
+			return
+		}
+		req, err := http.NewRequest(method, "http://x"+target, strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		req.Header.Set("Accept-Encoding", acceptEncoding)
+		req.Header.Set("Sec-Fetch-Site", fetchSite)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if !known[rec.Code] {
+			t.Fatalf("%s %q: %d", method, target, rec.Code)
+		}
+		if req.Method == "GET" && req.URL.Path == metricsPath && req.URL.RawPath == "" && rec.Code != http.StatusOK {
+			t.Fatalf("GET %q with --web.telemetry-path=%q: %d", target, metricsPath, rec.Code)
+		}
+		if strings.Contains(rec.Body.String(), "/secret/path") {
+			t.Fatalf("%s %q answered a reload error's path: %q", method, target, rec.Body)
+		}
+	})
+}
