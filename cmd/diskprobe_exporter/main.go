@@ -73,7 +73,7 @@ func main() {
 	// so that `--help` shows them.
 	configCheck := app.Flag("config.check", "Validate the configuration file against the disks as this user sees them (every error at once: paths, tmpfs, probe directories it cannot write), print a summary, and exit (1 on errors).").Bool()
 	var httpOpts httpOptions
-	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&httpOpts.metricsPath)
+	app.Flag("web.telemetry-path", "Path under which to expose metrics: starts with /, letters, digits and / - . _ ~; not /, nor under /-/ or /debug/pprof/.").Default("/metrics").StringVar(&httpOpts.metricsPath)
 	app.Flag("web.enable-pprof", "Serve Go runtime profiles (CPU, heap, goroutines) under /debug/pprof/ and link them from the landing page.").BoolVar(&httpOpts.enablePprof)
 	app.Flag("web.enable-lifecycle", "Reload the configuration on POST /-/reload (SIGHUP always does). Off, the endpoint answers 403: anyone who reaches the port could otherwise make the exporter re-read its configuration.").BoolVar(&httpOpts.enableLifecycle)
 	app.Flag("web.max-connections", "Most HTTP connections held at once; at the cap the longest idle one is closed for a new one, and the rest wait in the kernel's accept queue.").Default(strconv.Itoa(defaultMaxConnections)).IntVar(&httpOpts.maxConnections)
