@@ -97,9 +97,13 @@ lint:
 	cd tests && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...
 	$(ACTIONLINT)
 
+# Each fuzz target for FUZZTIME: the configuration parser, and the HTTP handlers with
+# arbitrary requests and telemetry paths (go test -fuzz takes one package and one target
+# at a time).
 FUZZTIME ?= 5m
 fuzz:
-	$(GO) test ./config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cmd/diskprobe_exporter -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME)
 
 # Rewrites BENCHMARKS.md and tests/bench/plots/*.png (see tests/bench/doc.go): agreement with
 # fio, CPU per operation, scrape cost, memory, disk budget, hot paths, check's queue-depth jobs

@@ -9,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,8 +72,11 @@ func main() {
 	// The exporter's flags live on the application, not on the default `serve` command,
 	// so that `--help` shows them.
 	configCheck := app.Flag("config.check", "Validate the configuration file against the disks as this user sees them (every error at once: paths, tmpfs, probe directories it cannot write), print a summary, and exit (1 on errors).").Bool()
-	metricsPath := app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
-	enablePprof := app.Flag("web.enable-pprof", "Serve Go runtime profiles (CPU, heap, goroutines) under /debug/pprof/ and link them from the landing page.").Bool()
+	var httpOpts httpOptions
+	app.Flag("web.telemetry-path", "Path under which to expose metrics: starts with /, letters, digits and / - . _ ~; not /, nor under /-/ or /debug/pprof/.").Default("/metrics").StringVar(&httpOpts.metricsPath)
+	app.Flag("web.enable-pprof", "Serve Go runtime profiles (CPU, heap, goroutines) under /debug/pprof/ and link them from the landing page.").BoolVar(&httpOpts.enablePprof)
+	app.Flag("web.enable-lifecycle", "Reload the configuration on POST /-/reload (SIGHUP always does). Off, the endpoint answers 403: anyone who reaches the port could otherwise make the exporter re-read its configuration.").BoolVar(&httpOpts.enableLifecycle)
+	app.Flag("web.max-connections", "Most HTTP connections held at once; at the cap the longest idle one is closed for a new one, and the rest wait in the kernel's accept queue.").Default(strconv.Itoa(defaultMaxConnections)).IntVar(&httpOpts.maxConnections)
 	toolkitFlags := webflag.AddFlags(app, defaultListen)
 	serve := app.Command("serve", "Run the exporter (the default command).").Default()
 
@@ -78,6 +84,9 @@ func main() {
 	cleanup := addCleanupCommand(app)
 
 	cmd, err := app.Parse(os.Args[1:])
+	if err == nil {
+		err = httpOpts.check()
+	}
 	if err != nil {
 		// A usage error exits 2, as Go's flag package and GNU tools do: 1 is check's FAIL
 		// verdict, and a script must not read a typo as a bad disk (kingpin.MustParse
@@ -105,7 +114,7 @@ func main() {
 		fmt.Println(resolved.Summary())
 		return
 	}
-	os.Exit(run(*configFile, paths, *metricsPath, *enablePprof, toolkitFlags, logger))
+	os.Exit(run(*configFile, paths, httpOpts, toolkitFlags, logger))
 }
 
 // load reads a configuration file and resolves it against the disks, reporting every
@@ -176,9 +185,28 @@ func errorsOf(err error) []error {
 	return []error{err}
 }
 
-func run(configFile string, paths device.Paths, metricsPath string, enablePprof bool, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
+func run(configFile string, paths device.Paths, httpOpts httpOptions, toolkitFlags *web.FlagConfig, logger *slog.Logger) int {
 	logger.Info("starting diskprobe_exporter", "version", version.Info(), "config", configFile)
 	logger.Info("build context", "build_context", version.BuildContext())
+
+	// The web configuration and the listen addresses before any probe starts: a typo there
+	// must not leave probes running behind a server that never came up.
+	if file := *toolkitFlags.WebConfigFile; file != "" {
+		if err := web.Validate(file); err != nil {
+			logger.Error("invalid web configuration; not starting", "err", fmt.Errorf("--web.config.file=%s: %w", file, err))
+			return 1
+		}
+	}
+	listeners, err := listen(toolkitFlags, logger)
+	if err != nil {
+		logger.Error("not starting", "err", err)
+		return 1
+	}
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -244,23 +272,33 @@ func run(configFile string, paths device.Paths, metricsPath string, enablePprof 
 		return scheduler.Stop(shutdownGrace)
 	}
 
-	handler, err := newHandler(reg, metricsPath, enablePprof, scheduler.Ready, reload, logger)
+	handler, err := newHandler(reg, httpOpts, scheduler.Ready, reload, logger)
 	if err != nil {
 		logger.Error("not starting", "err", err)
 		shutdown()
 		return 1
 	}
+	limit := newConnLimit(httpOpts.maxConnections)
 	server := &http.Server{
 		Handler: handler,
 		// A slow or oversized client must not tie up the server.
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		// Longer than the scrape intervals people use (15 s to 1 min; Prometheus keeps its
+		// own idle connections 5 min), so that a scrape reuses its connection instead of
+		// paying a TCP handshake, and a TLS one, each time. The connection cap, not this,
+		// bounds what idle connections cost: at the cap the longest idle one is closed.
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ConnState:      limit.ConnState,
+	}
+	limited := make([]net.Listener, len(listeners))
+	for i, l := range listeners {
+		limited[i] = limit.Listener(l)
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- web.ListenAndServe(server, toolkitFlags, logger) }()
+	go func() { serveErr <- web.ServeMultiple(limited, server, toolkitFlags, logger) }()
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
@@ -291,17 +329,76 @@ func run(configFile string, paths device.Paths, metricsPath string, enablePprof 
 	}
 }
 
-func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, ready func() error, reload func() error, logger *slog.Logger) (http.Handler, error) {
+// httpOptions are the flags of the HTTP surface.
+type httpOptions struct {
+	metricsPath     string
+	enablePprof     bool
+	enableLifecycle bool
+	maxConnections  int
+}
+
+// defaultMaxConnections is --web.max-connections' default. A scrape needs one connection
+// (two for a Prometheus HA pair, a few more for federation or a person with curl); 64 is
+// room for all of them many times over, and 64 idle connections cost about 1.3 MB and 64
+// descriptors, where 3,000 cost 60 MB and 3,000.
+const defaultMaxConnections = 64
+
+// maxRequestsInFlight bounds the scrapes served at once; each holds a gzip writer (about
+// 1.2 MiB) and a gathering of every metric.
+const maxRequestsInFlight = 10
+
+// check refuses, as a usage error, flags the HTTP surface cannot serve.
+func (o httpOptions) check() error {
+	if err := checkTelemetryPath(o.metricsPath); err != nil {
+		return fmt.Errorf("--web.telemetry-path=%q: %w", o.metricsPath, err)
+	}
+	if o.maxConnections < 1 {
+		return fmt.Errorf("--web.max-connections=%d: must be at least 1", o.maxConnections)
+	}
+	return nil
+}
+
+// checkTelemetryPath refuses a metrics path that would collide with the exporter's own
+// endpoints or that the HTTP router cannot take as a literal path (it panicked on
+// /-/healthy and on a path without a leading '/').
+func checkTelemetryPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return errors.New("must start with '/'")
+	}
+	if i := strings.IndexFunc(p, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("/-._~", r)
+	}); i >= 0 {
+		return fmt.Errorf("%q: only letters, digits and / - . _ ~ are allowed", []rune(p[i:])[0])
+	}
+	if path.Clean(p) != p {
+		return errors.New("must be a clean path (no trailing '/', no '//', '.' or '..')")
+	}
+	switch {
+	case p == "/":
+		return errors.New("is the landing page")
+	case p == "/-" || strings.HasPrefix(p, "/-/"):
+		return errors.New("/-/ is the exporter's own (/-/healthy, /-/ready, /-/reload)")
+	case p == "/debug/pprof" || strings.HasPrefix(p, "/debug/pprof/"):
+		return errors.New("/debug/pprof/ is the Go profiles' (--web.enable-pprof)")
+	}
+	return nil
+}
+
+func newHandler(reg *prometheus.Registry, opts httpOptions, ready func() error, reload func() error, logger *slog.Logger) (http.Handler, error) {
+	if err := checkTelemetryPath(opts.metricsPath); err != nil {
+		return nil, fmt.Errorf("telemetry path %q: %w", opts.metricsPath, err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET "+metricsPath, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	// The in-flight limit outside the compression, not promhttp's inside it: a refused
+	// scrape must not take a gzip writer (1.2 MiB when the pool has none spare).
+	mux.Handle("GET "+opts.metricsPath, limitInFlight(maxRequestsInFlight, gzipresponse.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		// The text format, not OpenMetrics: nothing exposed here needs what OpenMetrics
 		// adds (exemplars, created samples), and node_exporter serves text too.
-		EnableOpenMetrics:   false,
-		MaxRequestsInFlight: 10,
-		Timeout:             30 * time.Second,
-		DisableCompression:  true, // gzipresponse compresses, at the fastest level
-	})))
+		EnableOpenMetrics:  false,
+		Timeout:            30 * time.Second,
+		DisableCompression: true, // gzipresponse compresses, at the fastest level
+	}))))
 	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "Healthy")
 	})
@@ -312,24 +409,14 @@ func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, 
 		}
 		_, _ = fmt.Fprintln(w, "Ready")
 	})
-	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
-		if err := reload(); err != nil {
-			code := http.StatusInternalServerError
-			if errors.Is(err, collector.ErrStopped) {
-				code = http.StatusServiceUnavailable
-			}
-			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), code)
-			return
-		}
-		_, _ = fmt.Fprintln(w, "Reloaded")
-	})
+	mux.Handle("POST /-/reload", reloadHandler(opts.enableLifecycle, reload))
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "diskprobe_exporter",
 		Description: "Disk latency prober: etcd-WAL-like fdatasync, O_DIRECT random reads, sequential throughput",
 		Version:     version.Info(),
-		Profiling:   strconv.FormatBool(enablePprof), // the toolkit links /debug/pprof/ unless told not to
+		Profiling:   strconv.FormatBool(opts.enablePprof), // the toolkit links /debug/pprof/ unless told not to
 		Links: []web.LandingLinks{
-			{Address: metricsPath, Text: "Metrics"},
+			{Address: opts.metricsPath, Text: "Metrics"},
 			{Address: "/-/healthy", Text: "Health"},
 			{Address: "/-/ready", Text: "Readiness"},
 		},
@@ -338,8 +425,46 @@ func newHandler(reg *prometheus.Registry, metricsPath string, enablePprof bool, 
 		return nil, fmt.Errorf("landing page: %w", err)
 	}
 	mux.Handle("GET /{$}", landing)
-	if enablePprof {
+	if opts.enablePprof {
 		servePprof(mux)
 	}
 	return mux, nil
+}
+
+// reloadHandler serves POST /-/reload: 403 unless --web.enable-lifecycle, as Prometheus
+// and Alertmanager answer. A browser's cross-site request is refused too (Sec-Fetch-Site,
+// Origin): a page an operator visits must not reload the exporter on their behalf. A
+// failed reload answers without its errors: they name files and paths of the host, which
+// the log has and whoever can reach the port need not.
+func reloadHandler(enabled bool, reload func() error) http.Handler {
+	if !enabled {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "Lifecycle API is not enabled.", http.StatusForbidden)
+		})
+	}
+	return http.NewCrossOriginProtection().Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		switch err := reload(); {
+		case errors.Is(err, collector.ErrStopped):
+			http.Error(w, "shutting down; not reloaded", http.StatusServiceUnavailable)
+		case err != nil:
+			http.Error(w, "failed to reload config; see the exporter's log", http.StatusInternalServerError)
+		default:
+			_, _ = fmt.Fprintln(w, "Reloaded")
+		}
+	}))
+}
+
+// limitInFlight serves at most n requests of h at once, answering the rest 503 at once,
+// as promhttp's MaxRequestsInFlight does.
+func limitInFlight(n int, h http.Handler) http.Handler {
+	slots := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+			h.ServeHTTP(w, r)
+		default:
+			http.Error(w, fmt.Sprintf("Limit of concurrent requests reached (%d), try again later.", n), http.StatusServiceUnavailable)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/diskprobe/diskprobe_exporter/device"
 )
@@ -30,7 +31,7 @@ func TestConfigErrorsAtStartAreLogRecordsNamingFileLineAndField(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := promslog.New(&promslog.Config{Format: format, Writer: &log})
-	if code := run(file, device.Paths{ProcFS: "/proc", SysFS: "/sys"}, "/metrics", false, nil, logger); code != 1 {
+	if code := run(file, device.Paths{ProcFS: "/proc", SysFS: "/sys"}, testHTTPOptions, testListen(), logger); code != 1 {
 		t.Fatalf("run exited %d on a bad configuration, want 1", code)
 	}
 	want := []string{
@@ -50,4 +51,13 @@ func TestConfigErrorsAtStartAreLogRecordsNamingFileLineAndField(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("error records:\n%s\nwant one per error:\n%s\nlog:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), log.String())
 	}
+}
+
+// testHTTPOptions are the HTTP flags' defaults.
+var testHTTPOptions = httpOptions{metricsPath: "/metrics", maxConnections: defaultMaxConnections}
+
+// testListen is the toolkit's flags for a free loopback port and no web configuration.
+func testListen() *web.FlagConfig {
+	addrs, noSocket, noWebConfig := []string{"127.0.0.1:0"}, false, ""
+	return &web.FlagConfig{WebListenAddresses: &addrs, WebSystemdSocket: &noSocket, WebConfigFile: &noWebConfig}
 }

@@ -13,12 +13,21 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 var writers = sync.Pool{New: func() any {
 	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 	return w
 }}
+
+// taken counts the writers responses have taken from the pool.
+var taken atomic.Uint64
+
+// WritersTaken is how many gzip writers responses have taken so far. Each is about 1.2 MiB
+// when the pool has none spare, so a handler that refuses requests (an in-flight limit)
+// must refuse them before Handler takes one; this is what its tests count.
+func WritersTaken() uint64 { return taken.Load() }
 
 // Handler serves h, gzipped when the request accepts gzip.
 func Handler(h http.Handler) http.Handler {
@@ -29,6 +38,7 @@ func Handler(h http.Handler) http.Handler {
 			return
 		}
 		gz := writers.Get().(*gzip.Writer)
+		taken.Add(1)
 		gz.Reset(w)
 		defer release(gz)
 		w.Header().Set("Content-Encoding", "gzip")

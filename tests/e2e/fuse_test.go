@@ -423,7 +423,9 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 	must(t, os.Mkdir(late, 0o755))
 	target := fsyncTarget
 	cfg := framework.WriteConfig(t, "targets:\n"+target("hung", h.Dir, 2)+target("a", d["a"], 2))
-	e := startOnHangFS(t, h, cfg, withPprof)
+	opts := withPprof
+	opts.Args = append([]string{"--web.enable-lifecycle"}, opts.Args...)
+	e := startOnHangFS(t, h, cfg, opts)
 	framework.WaitMetric(t, e, 15*time.Second, "rounds on both targets", func(f families) bool {
 		return runs(f, "hung", "fsync") >= 1 && runs(f, "a", "fsync") >= 1
 	})

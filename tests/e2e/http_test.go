@@ -32,7 +32,7 @@ func startIdle(t *testing.T, args ...string) *framework.Exporter {
 }
 
 // TestHTTPRefusesWhatItDoesNotServe: unknown paths are 404, known paths with the wrong
-// method 405, and a reload only ever happens on POST.
+// method 405, and a reload only ever happens on POST, and only with --web.enable-lifecycle.
 func TestHTTPRefusesWhatItDoesNotServe(t *testing.T) {
 	e := startIdle(t)
 	base := "http://" + e.Addr
@@ -51,6 +51,7 @@ func TestHTTPRefusesWhatItDoesNotServe(t *testing.T) {
 		{"DELETE", "/metrics", 405},
 		{"GET", "/-/reload", 405},
 		{"PUT", "/-/reload", 405},
+		{"POST", "/-/reload", 403},
 		{"POST", "/-/healthy", 405},
 	} {
 		req, _ := http.NewRequest(c.method, base+c.path, nil)

@@ -16,8 +16,9 @@ import (
 // TestBadReloadKeepsTheRunningConfig breaks the config file under a running exporter and
 // reloads it, by SIGHUP and by POST /-/reload, as an operator with a typo would. The old
 // config keeps probing, diskprobe_config_last_reload_successful goes to 0, the log names
-// the file, the line and the field, and POST answers 500 with the same. A fixed file
-// reloads and the gauge goes back to 1.
+// the file, the line and the field, and POST answers 500 without them (they name files
+// and paths of the host; the log has them). A fixed file reloads and the gauge goes back
+// to 1.
 func TestBadReloadKeepsTheRunningConfig(t *testing.T) {
 	d := mkdirs(t, "a", "b")
 	good := fmt.Sprintf(`targets:
@@ -27,7 +28,7 @@ func TestBadReloadKeepsTheRunningConfig(t *testing.T) {
     limits: {min_free: 0}
 `, d["a"])
 	cfg := framework.WriteConfig(t, good)
-	e := framework.StartExporter(t, cfg)
+	e := framework.StartExporter(t, cfg, "--web.enable-lifecycle")
 	framework.WaitMetric(t, e, 15*time.Second, "fsync rounds", func(f families) bool { return runs(f, "a", "fsync") >= 2 })
 
 	// Line 4: a typo in a probe key.
@@ -53,11 +54,12 @@ func TestBadReloadKeepsTheRunningConfig(t *testing.T) {
 		t.Errorf("the running config stopped after a bad reload: %.0f → %.0f rounds, %.0f errors", r0, runs(f2, "a", "fsync"), errs(f2, "a", "fsync"))
 	}
 
-	// POST /-/reload says the same, with a 500.
+	// POST /-/reload answers 500, pointing at the log.
 	code, body := post(t, "http://"+e.Addr+"/-/reload")
-	if code != http.StatusInternalServerError || !strings.Contains(body, `:4: targets[0]: unknown field "fsyncc"`) {
-		t.Errorf("POST /-/reload with a broken file: %d %q; want 500 naming line and field", code, body)
+	if code != http.StatusInternalServerError || strings.Contains(body, "fsyncc") || strings.Contains(body, filepath.Dir(cfg)) {
+		t.Errorf("POST /-/reload with a broken file: %d %q; want 500 naming neither file nor field", code, body)
 	}
+	t.Logf("POST /-/reload with a broken file: %d %q", code, strings.TrimSpace(body))
 
 	// Fixed, with a second target: reloads, and the new target probes.
 	writeFile(t, cfg, good+fmt.Sprintf(`  - name: b
