@@ -79,7 +79,7 @@ The probe files of a directory target (in its \fBprobe_dir\fR when set); \fBdisk
 .SH "SIGNALS"
 .TP
 \fBSIGHUP\fR
-Reload the configuration, as \fBPOST /-/reload\fR does. A file that does not load keeps the running configuration and sets \fBdiskprobe_config_last_reload_successful\fR to 0.
+Reload the configuration (as \fBPOST /-/reload\fR does where \fB--web.enable-lifecycle\fR is on). A file that does not load keeps the running configuration and sets \fBdiskprobe_config_last_reload_successful\fR to 0.
 .TP
 \fBSIGTERM\fR, \fBSIGINT\fR
 Stop scheduling, wait up to 3 s in all for outstanding I/O, and exit within 5 s even when I/O is stuck in the kernel (the kernel may then keep the process as a zombie until that I/O returns). A reload under way is not applied. \fBcheck\fR stops its run at the next operation, removes its files and exits 2.

@@ -117,8 +117,6 @@ func main() {
 	os.Exit(run(*configFile, paths, httpOpts, toolkitFlags, logger))
 }
 
-// load reads a configuration file and resolves it against the disks, reporting every
-// error of the file at once: the targets that parsed are asked about on disk even when
 // readConfig reads and parses a configuration file without looking at the disks: the
 // daemon asks each target's path itself, with a bounded wait, because a path on a hung
 // mount never answers.
@@ -134,6 +132,8 @@ func readConfig(file string) (*config.Config, error) {
 	return config.ParseIn(data, file, dir)
 }
 
+// load reads a configuration file and resolves it against the disks, reporting every
+// error of the file at once: the targets that parsed are asked about on disk even when
 // others did not.
 func load[T any](file string, resolve func(*config.Config) (T, error)) (T, error) {
 	var none T
