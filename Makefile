@@ -186,6 +186,7 @@ image: build
 	$(GO) -C tests run ./cmd/ociimage -f '$(CURDIR)/Containerfile' -context '$(CURDIR)' -t '$(IMAGE):$(TAG)' \
 	  -o '$(abspath $(DIST))/$(notdir $(IMAGE))-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
 	@echo "image: $(DIST)/$(notdir $(IMAGE))-$(TAG).oci.tar ($(IMAGE):$(TAG))"
+	@echo "helm install from this checkout: --set image.tag=$(TAG) (charts/diskprobe-exporter asks for $(RELEASE) otherwise)"
 
 # make release: everything a release publishes, for linux/amd64 and linux/arm64, in
 # $(RELEASE_DIST)/ (emptied first; docs/development.md "Releasing"):
