@@ -190,11 +190,15 @@ image: build
 	$(GO) -C tests run ./cmd/ociimage -f '$(CURDIR)/Containerfile' -context '$(CURDIR)' -t '$(IMAGE):$(TAG)' \
 	  -o '$(abspath $(DIST))/$(notdir $(IMAGE))-$(TAG).oci.tar' --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'
 	@echo "image: $(DIST)/$(notdir $(IMAGE))-$(TAG).oci.tar ($(IMAGE):$(TAG))"
+	@echo "helm install from this checkout: --set image.tag=$(TAG) (charts/diskprobe-exporter asks for $(RELEASE) otherwise)"
 
 # make release: everything a release publishes, for linux/amd64 and linux/arm64, in
 # $(RELEASE_DIST)/ (emptied first; docs/development.md "Releasing"):
 #   diskprobe_exporter-<v>.linux-<arch>.tar.gz   static binary, LICENSE, README.md,
-#                                                 examples/diskprobe.yml, man page
+#                                                 examples/diskprobe.yml, man page, and what a
+#                                                 host without the package needs beside them:
+#                                                 alerts/, dashboards/, examples/alertmanager.yml,
+#                                                 examples/kubernetes/ (the check and cleanup Jobs)
 #   diskprobe-exporter_<pkgv>-1_<arch>.deb, diskprobe-exporter-<pkgv>-1.<rpmarch>.rpm  (make package)
 #   diskprobe-exporter-<v>.oci.tar                one OCI image index, both architectures
 #   diskprobe-exporter-<v>.tgz, index.yaml        the chart, version and appVersion <v>
@@ -242,6 +246,10 @@ release:
 	    mkdir -p "$$b/linux-$$arch" "$$b/$$t"; mv $(BINARY) "$$b/linux-$$arch/"; \
 	    install -m 0755 "$$b/linux-$$arch/$(BINARY)" "$$b/$$t/"; \
 	    install -m 0644 LICENSE README.md examples/diskprobe.yml $(PACKAGE_STAGE)/$(BINARY).1.gz "$$b/$$t/"; \
+	    install -D -m 0644 -t "$$b/$$t/alerts" alerts/diskprobe.rules.yml; \
+	    install -D -m 0644 -t "$$b/$$t/dashboards" dashboards/*.json; \
+	    install -D -m 0644 -t "$$b/$$t/examples" examples/alertmanager.yml; \
+	    install -D -m 0644 -t "$$b/$$t/examples/kubernetes" examples/kubernetes/*.yaml; \
 	    tar -C "$$b" --sort=name --mtime=@$$SOURCE_DATE_EPOCH --owner=0 --group=0 --numeric-owner \
 	      --format=gnu -cf - "$$t" | gzip -9n > "$$d/$$t.tar.gz"; \
 	  done; \

@@ -290,3 +290,50 @@ func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
 }
+
+// scopeAppFlags keeps each command to the application's flags it reads (reads, by command).
+// The daemon's flags (--config.check, --web.*, --log.*) are the application's, so that
+// `diskprobe_exporter --help` lists them and `diskprobe_exporter --config.file=…` needs no
+// `serve`; kingpin would list them all again under `check --help` too, some 40 lines that
+// check never reads, and accept them there in silence: `check --config.check PATH` ran a
+// full measurement. A command named in reads lists only its own flags and those, and a
+// daemon flag given to it is a usage error naming the flag.
+func scopeAppFlags(app *kingpin.Application, reads map[string][]string) {
+	appFlags := map[string]bool{}
+	for _, f := range app.Model().Flags {
+		appFlags[f.Name] = true
+	}
+	allowed := func(command, flag string) bool {
+		if _, scoped := reads[command]; !scoped || !appFlags[flag] {
+			return true
+		}
+		return flag == "help" || flag == "version" || flag == "help-long" || flag == "help-man" || flag == "completion-bash" || slices.Contains(reads[command], flag)
+	}
+	for command := range reads {
+		app.GetCommand(command).PreAction(func(ctx *kingpin.ParseContext) error {
+			for _, e := range ctx.Elements {
+				if f, ok := e.Clause.(*kingpin.FlagClause); ok && !allowed(command, f.Model().Name) {
+					return fmt.Errorf("--%s is the exporter's flag: %s does not read it", f.Model().Name, command)
+				}
+			}
+			return nil
+		})
+	}
+	app.UsageFuncs(map[string]any{
+		"ScopedFlags": func(cmd *kingpin.CmdModel, flags []*kingpin.FlagModel) []*kingpin.FlagModel {
+			if cmd == nil {
+				return flags
+			}
+			var kept []*kingpin.FlagModel
+			for _, f := range flags {
+				if allowed(cmd.FullCommand, f.Name) {
+					kept = append(kept, f)
+				}
+			}
+			return kept
+		},
+	})
+	app.UsageTemplate(strings.Replace(kingpin.DefaultUsageTemplate,
+		"{{if .Context.Flags -}}\nFlags:\n{{.Context.Flags|FlagsToTwoColumns|FormatTwoColumns}}",
+		"{{with ScopedFlags .Context.SelectedCommand .Context.Flags -}}\nFlags:\n{{.|FlagsToTwoColumns|FormatTwoColumns}}", 1))
+}

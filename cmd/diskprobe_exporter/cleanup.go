@@ -27,7 +27,7 @@ type cleanupCommand struct {
 func addCleanupCommand(app *kingpin.Application) *cleanupCommand {
 	cmd := app.Command("cleanup", "Remove the exporter's probe files: in each DIR (a target's path or probe_dir), or else in each directory target of --config.file, "+
 		"the files in .diskprobe/ that carry the exporter's header, then .diskprobe/ itself if nothing else is in it. Anything else is left, and named. "+
-		"Prints each path removed. Stop the exporter first (or remove the target from its configuration and reload). "+
+		"Prints each path removed; a DIR that does not exist is named on stderr (no such directory) and skipped. Stop the exporter first (or remove the target from its configuration and reload). "+
 		"Exit status: 0 done, 1 something could not be looked at or removed.")
 	return &cleanupCommand{
 		name:   cmd.FullCommand(),
@@ -40,6 +40,7 @@ func addCleanupCommand(app *kingpin.Application) *cleanupCommand {
 
 func (c *cleanupCommand) run(configFile string) int {
 	dirs := *c.dirs
+	named := len(dirs) > 0
 	if *c.rmdir && len(dirs) == 0 {
 		// The configuration's directories include targets' own paths (etcd's data directory).
 		fmt.Fprintln(os.Stderr, "cleanup --rmdir: name the directories to remove; it never takes them from --config.file")
@@ -62,9 +63,23 @@ func (c *cleanupCommand) run(configFile string) int {
 			found probe.OwnFiles
 			err   error
 		)
-		if !calls.Call(context.Background(), dir, answer.CommandWait, func() { found, err = probe.FindOwnFiles(dir) }) {
+		missing := false
+		if !calls.Call(context.Background(), dir, answer.CommandWait, func() {
+			// A directory named on the command line that is not there is said: a
+			// Job or a script that names the wrong one must not pass as a clean node.
+			var st unix.Stat_t
+			if named && errors.Is(unix.Lstat(dir, &st), unix.ENOENT) {
+				missing = true
+				return
+			}
+			found, err = probe.FindOwnFiles(dir)
+		}) {
 			fmt.Fprintf(os.Stderr, "%s: skipped, %v\n", dir, &answer.NotAnsweredError{Path: dir, Wait: answer.CommandWait})
 			code = 1
+			continue
+		}
+		if missing {
+			fmt.Fprintf(os.Stderr, "%s: no such directory, nothing to clean there\n", dir)
 			continue
 		}
 		if err != nil {

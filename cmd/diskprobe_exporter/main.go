@@ -82,6 +82,7 @@ func main() {
 
 	check := addCheckCommand(app)
 	cleanup := addCleanupCommand(app)
+	scopeAppFlags(app, map[string][]string{check.name: {"path.procfs", "path.sysfs"}, cleanup.name: {"config.file"}})
 
 	cmd, err := app.Parse(os.Args[1:])
 	if err == nil {

@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/jsonpath"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -17,15 +19,30 @@ import (
 )
 
 // TestNodeJobExamplesRunOncePerControlPlaneNode decodes examples/kubernetes/check-job.yaml and
-// cleanup-job.yaml strictly into batch/v1 Jobs: each is one command for every control-plane
-// node (an Indexed Job whose pods repel each other by node name, on the nodes the etcd preset
-// selects, tolerating what it tolerates), keeps the chart's least privilege, runs the image
-// the chart runs by default, and its arguments pass the real binary's parser (with --help
-// appended, so that nothing is measured or removed): a misspelt flag fails here, not in a
-// user's cluster.
+// cleanup-job.yaml strictly into batch/v1 Jobs: each is one command for every node it must
+// visit (an Indexed Job whose pods repel each other by node name), keeps the chart's least
+// privilege, runs the image the chart runs by default, and its arguments pass the real
+// binary's parser (with --help appended, so that nothing is measured or removed): a misspelt
+// flag fails here, not in a user's cluster. The check Job runs where the etcd preset runs,
+// tolerating what it tolerates. The cleanup Job runs on every node and names every directory
+// the chart's installs create on a node: it visited only the control-plane nodes and only the
+// etcd preset's directory, and succeeded while the default install's files stayed on the
+// workers.
 func TestNodeJobExamplesRunOncePerControlPlaneNode(t *testing.T) {
 	preset := render(t, "probe", []string{chartDir + "/values-etcd.yaml"}, nil).daemonSet.Spec.Template.Spec
-	image := render(t, "probe", nil, nil).daemonSet.Spec.Template.Spec.Containers[0].Image
+	defaults := render(t, "probe", nil, nil).daemonSet.Spec.Template.Spec
+	image := defaults.Containers[0].Image
+	var probeDirs []string // the directories the kubelet creates for the pods' probe files
+	for _, spec := range []corev1.PodSpec{defaults, preset} {
+		for _, v := range spec.Volumes {
+			if v.HostPath != nil && v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathDirectoryOrCreate {
+				probeDirs = append(probeDirs, v.HostPath.Path)
+			}
+		}
+	}
+	if len(probeDirs) < 2 {
+		t.Fatalf("the chart's default install and etcd preset create %v on the nodes; want a directory each", probeDirs)
+	}
 	for _, c := range []struct{ file, command string }{{"check-job.yaml", "check"}, {"cleanup-job.yaml", "cleanup"}} {
 		t.Run(c.file, func(t *testing.T) {
 			data, err := os.ReadFile(testenv.RepoPath("examples", "kubernetes", c.file))
@@ -54,17 +71,31 @@ func TestNodeJobExamplesRunOncePerControlPlaneNode(t *testing.T) {
 					t.Errorf("the anti-affinity selects %v, not the Job's own pods %v", sel, s.Template.Labels)
 				}
 			}
-			got, _ := json.Marshal(pod.Affinity.NodeAffinity)
-			want, _ := json.Marshal(preset.Affinity.NodeAffinity)
-			if string(got) != string(want) {
-				t.Errorf("node affinity %s, want the etcd preset's %s", got, want)
-			}
-			got, _ = json.Marshal(pod.Tolerations)
-			want, _ = json.Marshal(preset.Tolerations)
-			if string(got) != string(want) {
-				t.Errorf("tolerations %s, want the etcd preset's %s", got, want)
-			}
 			ctr := pod.Containers[0]
+			if c.command == "cleanup" {
+				if pod.Affinity.NodeAffinity != nil {
+					t.Errorf("node affinity %+v: the cleanup Job must visit every node, the default install's too", pod.Affinity.NodeAffinity)
+				}
+				if len(pod.Tolerations) != 1 || pod.Tolerations[0].Operator != corev1.TolerationOpExists || pod.Tolerations[0].Key != "" || pod.Tolerations[0].Effect != "" {
+					t.Errorf("tolerations %+v: want every taint tolerated, to reach every node", pod.Tolerations)
+				}
+				for _, dir := range probeDirs {
+					if !slices.Contains(ctr.Args, dir) {
+						t.Errorf("arguments %v: %s, which the chart creates on its nodes, is not cleaned", ctr.Args, dir)
+					}
+				}
+			} else {
+				got, _ := json.Marshal(pod.Affinity.NodeAffinity)
+				want, _ := json.Marshal(preset.Affinity.NodeAffinity)
+				if string(got) != string(want) {
+					t.Errorf("node affinity %s, want the etcd preset's %s", got, want)
+				}
+				got, _ = json.Marshal(pod.Tolerations)
+				want, _ = json.Marshal(preset.Tolerations)
+				if string(got) != string(want) {
+					t.Errorf("tolerations %s, want the etcd preset's %s", got, want)
+				}
+			}
 			if ctr.Image != image {
 				t.Errorf("runs %s; the chart's default image is %s", ctr.Image, image)
 			}

@@ -239,7 +239,12 @@ func TestReleaseArtifacts(t *testing.T) {
 				names = append(names, n)
 			}
 			sort.Strings(names)
-			want := []string{"LICENSE", "README.md", "diskprobe.yml", "diskprobe_exporter", "diskprobe_exporter.1.gz"}
+			// Beside the binary, what a host without the package needs: the rules and
+			// dashboards (README's rule_files and import), the Alertmanager routes and the
+			// Kubernetes Jobs, which were only in a checkout.
+			want := []string{"LICENSE", "README.md", "alerts/diskprobe.rules.yml", "dashboards/diskprobe-fleet.json",
+				"dashboards/diskprobe-target.json", "diskprobe.yml", "diskprobe_exporter", "diskprobe_exporter.1.gz",
+				"examples/alertmanager.yml", "examples/kubernetes/check-job.yaml", "examples/kubernetes/cleanup-job.yaml"}
 			for i := range want {
 				want[i] = dir + "/" + want[i]
 			}
