@@ -34,9 +34,7 @@ type Commit struct{ prober[*committer] }
 // calls.
 type committer struct {
 	opts     CommitOptions
-	dir      *probeDir
-	path     string // for messages
-	fd       int    // -1 until the file is open
+	file     ownFile
 	pageSize int64
 	metaOff  [2]int64 // the two meta pages, after the header
 	first    int64    // the first data page
@@ -69,15 +67,13 @@ func NewCommit(opts CommitOptions) (*Commit, error) {
 	if opts.Ops <= 0 || opts.Pages <= 0 || opts.FileSize < first+int64(opts.Pages)*ps {
 		return nil, fmt.Errorf("commit probe: invalid options %+v: the file must hold the header, two meta pages and %d pages of %d bytes", opts, opts.Pages, ps)
 	}
-	dir, err := openProbeDir(opts.Dir)
+	file, err := openOwnFile(opts.Dir, commitFileName)
 	if err != nil {
 		return nil, err
 	}
 	c := &committer{
 		opts:     opts,
-		dir:      dir,
-		path:     dir.filePath(commitFileName),
-		fd:       -1,
+		file:     file,
 		pageSize: ps,
 		metaOff:  [2]int64{first - 2*ps, first - ps},
 		first:    first,
@@ -99,7 +95,7 @@ func (p *committer) run(ctx context.Context, r *round) (Result, error) {
 	if err := r.untimed(p.check); err != nil {
 		return res, err
 	}
-	if p.fd < 0 {
+	if p.file.fd < 0 {
 		if err := r.untimed(func() error { return p.open(r.notice) }); err != nil {
 			return res, err
 		}
@@ -136,17 +132,14 @@ func (p *committer) run(ctx context.Context, r *round) (Result, error) {
 	return res, nil
 }
 
-// check is the round's look at the probe directory: still the one held
-// (probeDir.ensure), and the file still linked.
+// check is the round's look at its file (ownFile.check); a file let go takes its
+// preparation's progress with it.
 func (p *committer) check() error {
-	if err := p.dir.ensure(); err != nil {
+	err := p.file.check()
+	if p.file.fd < 0 {
 		p.dropFile()
-		return err
 	}
-	if p.fd >= 0 && !stillLinked(p.fd) {
-		p.dropFile() // the directory was deleted: start a new file in the new one
-	}
-	return nil
+	return err
 }
 
 // commit does one commit, one timed region: the data pages at distinct random page
@@ -168,12 +161,12 @@ func (p *committer) commit(r *round, res *Result) error {
 	p.fill.Read(p.pages)
 	n := len(p.offs)
 	for i, off := range p.offs {
-		p.calls[i] = ioCall{sys: sysPwrite, fd: p.fd, buf: p.pages[i*ps : (i+1)*ps], off: off}
+		p.calls[i] = ioCall{sys: sysPwrite, fd: p.file.fd, buf: p.pages[i*ps : (i+1)*ps], off: off}
 	}
-	p.calls[n] = ioCall{sys: sysFdatasync, fd: p.fd}
-	p.calls[n+1] = ioCall{sys: sysPwrite, fd: p.fd, buf: p.pages[n*ps:], off: p.metaOff[p.txid%2]}
-	p.calls[n+2] = ioCall{sys: sysFdatasync, fd: p.fd}
-	d, made, err := r.timed(p.path, p.calls, shortWrite)
+	p.calls[n] = ioCall{sys: sysFdatasync, fd: p.file.fd}
+	p.calls[n+1] = ioCall{sys: sysPwrite, fd: p.file.fd, buf: p.pages[n*ps:], off: p.metaOff[p.txid%2]}
+	p.calls[n+2] = ioCall{sys: sysFdatasync, fd: p.file.fd}
+	d, made, err := r.timed(p.file.path, p.calls, shortWrite)
 	// Observed failed or not, as etcd observes backend_commit before it treats the
 	// error as fatal: a commit that failed after 30 s is what the histogram is for.
 	r.observe(Sample{Phase: PhaseCommit, Duration: d})
@@ -197,14 +190,14 @@ func (p *committer) commit(r *round, res *Result) error {
 // it has no hole; otherwise it starts a new one, to be filled by prepareStep. Opening and
 // creating hang on a frozen or dying filesystem as writes do: a round makes it untimed.
 func (p *committer) open(notice func(string)) error {
-	fd, h, err := p.dir.openFile(commitFileName)
+	fd, h, err := p.file.dir.openFile(commitFileName)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
 		return err
 	case h.Kind == "commit" && h.Prepared && h.Size == p.opts.FileSize:
 		if hole, err := seek(fd, unix.SEEK_HOLE); err == nil && hole >= p.opts.FileSize {
-			p.fd, p.filled, p.prepared = fd, p.opts.FileSize, true
+			p.file.fd, p.filled, p.prepared = fd, p.opts.FileSize, true
 			return nil
 		}
 		_ = unix.Close(fd)
@@ -217,11 +210,10 @@ func (p *committer) open(notice func(string)) error {
 		return fmt.Errorf("%w: the %d MiB commit probe file needs %d MiB free on top of the %d MiB floor",
 			ErrLowFreeSpace, p.opts.FileSize>>20, p.opts.FileSize>>20, p.opts.MinFree>>20)
 	}
-	fd, err = p.dir.createProbeFile(notice, commitFileName, Header{Kind: "commit", Size: p.opts.FileSize})
-	if err != nil {
+	if err := p.file.create(notice, Header{Kind: "commit", Size: p.opts.FileSize}); err != nil {
 		return err
 	}
-	p.fd, p.filled, p.prepared = fd, HeaderSize, false
+	p.filled, p.prepared = HeaderSize, false
 	return nil
 }
 
@@ -242,14 +234,14 @@ func (p *committer) prepareStep(ctx context.Context, r *round, res *Result) erro
 		p.fill.Read(b)
 		var n int
 		err := r.untimed(func() error {
-			return ignoringEINTR(func() (err error) { n, err = unix.Pwrite(p.fd, b, p.filled); return err })
+			return ignoringEINTR(func() (err error) { n, err = unix.Pwrite(p.file.fd, b, p.filled); return err })
 		})
 		if err == nil && n != len(b) {
 			err = fmt.Errorf("short write: %d of %d bytes", n, len(b))
 		}
 		if err != nil {
 			p.dropFile()
-			return &os.PathError{Op: "write", Path: p.path, Err: err}
+			return &os.PathError{Op: "write", Path: p.file.path, Err: err}
 		}
 		p.filled += int64(n)
 		written += n
@@ -269,33 +261,31 @@ func (p *committer) prepareStep(ctx context.Context, r *round, res *Result) erro
 }
 
 func (p *committer) finish() error {
-	if err := ignoringEINTR(func() error { return unix.Fdatasync(p.fd) }); err != nil {
-		return &os.PathError{Op: "fdatasync", Path: p.path, Err: err}
+	if err := ignoringEINTR(func() error { return unix.Fdatasync(p.file.fd) }); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: p.file.path, Err: err}
 	}
-	hole, err := seek(p.fd, unix.SEEK_HOLE)
+	hole, err := seek(p.file.fd, unix.SEEK_HOLE)
 	if err != nil {
-		return &os.PathError{Op: "seek hole", Path: p.path, Err: err}
+		return &os.PathError{Op: "seek hole", Path: p.file.path, Err: err}
 	}
 	if hole < p.opts.FileSize {
-		return fmt.Errorf("%s: hole at offset %d after writing the whole file; the filesystem did not keep the data", p.path, hole)
+		return fmt.Errorf("%s: hole at offset %d after writing the whole file; the filesystem did not keep the data", p.file.path, hole)
 	}
-	return writeHeader(p.fd, p.path, Header{Kind: "commit", Size: p.opts.FileSize, Prepared: true})
+	return writeHeader(p.file.fd, p.file.path, Header{Kind: "commit", Size: p.opts.FileSize, Prepared: true})
 }
 
 // dropFile closes the file; it stays on disk for the next round or start to reuse. A
 // file closed before it was full is filled again from the start by the next round.
 func (p *committer) dropFile() {
 	p.chunk = nil
-	if p.fd >= 0 {
-		_ = unix.Close(p.fd)
-	}
-	p.fd, p.prepared, p.filled = -1, false, 0
+	p.file.drop()
+	p.prepared, p.filled = false, 0
 }
 
 // closeFiles closes the file and the probe directory.
 func (p *committer) closeFiles() error {
 	p.dropFile()
-	p.dir.close()
+	p.file.close()
 	return nil
 }
 
@@ -303,7 +293,7 @@ func (p *committer) closeFiles() error {
 // (`cleanup` removes them); check and the benchmarks remove theirs.
 func (p *Commit) Remove() error {
 	p.kind.dropFile()
-	err := p.kind.dir.removeFile(commitFileName)
+	err := p.kind.file.remove()
 	_ = p.Close()
 	return err
 }

@@ -298,7 +298,7 @@ func TestCommitFailedFdatasyncIsObservedAndTheFileReopened(t *testing.T) {
 	if c.n != 1 || res.Ops != 3+1 { // the three page writes and the failed fdatasync
 		t.Errorf("failed commit: %d samples, %+v; want it observed, its four calls counted", c.n, res)
 	}
-	if p.kind.fd >= 0 {
+	if p.kind.file.fd >= 0 {
 		t.Error("the file is still open after a failed fdatasync")
 	}
 	c = commits{}

@@ -227,8 +227,8 @@ func (d *probeDir) createProbeFile(notice func(string), name string, h Header) (
 	return fd, nil
 }
 
-// createDirectFile is createProbeFile for the probes that write with O_DIRECT (seqwrite,
-// and the preparation of the read file): the new file's descriptor switched to O_DIRECT.
+// createDirectFile is createProbeFile for a file written with O_DIRECT (the read file's
+// preparation): the new file's descriptor switched to O_DIRECT.
 func (d *probeDir) createDirectFile(notice func(string), name string, h Header) (int, error) {
 	fd, err := d.createProbeFile(notice, name, h)
 	if err != nil {

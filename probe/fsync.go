@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-
-	"golang.org/x/sys/unix"
 )
 
 // FsyncOptions configure the etcd-WAL-like probe.
@@ -26,9 +24,7 @@ type Fsync struct{ prober[*fsyncWriter] }
 // fsyncWriter is the fsync probe's kind: its file and where the next block goes.
 type fsyncWriter struct {
 	opts  FsyncOptions
-	dir   *probeDir
-	path  string // for messages
-	fd    int    // -1 between files
+	file  ownFile
 	off   int64
 	buf   []byte
 	rng   *rand.ChaCha8
@@ -43,15 +39,13 @@ func NewFsync(opts FsyncOptions) (*Fsync, error) {
 	if opts.BlockSize <= 0 || opts.Ops <= 0 || opts.FileSize < HeaderSize+int64(opts.BlockSize) {
 		return nil, fmt.Errorf("fsync probe: invalid options %+v", opts)
 	}
-	dir, err := openProbeDir(opts.Dir)
+	file, err := openOwnFile(opts.Dir, fsyncFileName)
 	if err != nil {
 		return nil, err
 	}
 	return &Fsync{prober[*fsyncWriter]{kind: &fsyncWriter{
 		opts: opts,
-		dir:  dir,
-		path: dir.filePath(fsyncFileName),
-		fd:   -1,
+		file: file,
 		buf:  make([]byte, opts.BlockSize),
 		rng:  newRNG(),
 	}}}, nil
@@ -67,7 +61,7 @@ func (p *fsyncWriter) run(ctx context.Context, r *round) (Result, error) {
 		if err := r.waitBudget(ctx, len(p.buf)); err != nil {
 			return res, err
 		}
-		if p.fd < 0 || p.off+int64(len(p.buf)) > p.opts.FileSize {
+		if p.file.fd < 0 || p.off+int64(len(p.buf)) > p.opts.FileSize {
 			if err := r.untimed(func() error { return p.cutFile(r.notice) }); err != nil {
 				return res, err
 			}
@@ -79,20 +73,15 @@ func (p *fsyncWriter) run(ctx context.Context, r *round) (Result, error) {
 	return res, nil
 }
 
-// check is the round's look at the disk before it writes: the probe directory is still
-// the one held (probeDir.ensure), the file still linked, and the free-space floor holds,
-// counting the file the round is about to cut when it has none (a 64 MiB file cut on a
-// nearly full disk ate past the floor).
+// check is the round's look at the disk before it writes: its file (ownFile.check), and
+// the free-space floor, counting the file the round is about to cut when it has none (a
+// 64 MiB file cut on a nearly full disk ate past the floor).
 func (p *fsyncWriter) check() error {
-	if err := p.dir.ensure(); err != nil {
-		p.dropFile()
+	if err := p.file.check(); err != nil {
 		return err
 	}
-	if p.fd >= 0 && !stillLinked(p.fd) {
-		p.dropFile() // the directory was deleted: start a new file in the new one
-	}
 	var newFile int64
-	if p.fd < 0 {
+	if p.file.fd < 0 {
 		newFile = p.opts.FileSize
 	}
 	return checkFreeFloor(p.opts.Dir, p.opts.MinFree, newFile)
@@ -102,8 +91,8 @@ func (p *fsyncWriter) check() error {
 // the write's end is the fdatasync's start; the data is made before it.
 func (p *fsyncWriter) writeAndSync(r *round, res *Result) error {
 	p.rng.Read(p.buf)
-	p.calls = [2]ioCall{{sys: sysPwrite, fd: p.fd, buf: p.buf, off: p.off}, {sys: sysFdatasync, fd: p.fd}}
-	d, made, err := r.timed(p.path, p.calls[:], shortWrite)
+	p.calls = [2]ioCall{{sys: sysPwrite, fd: p.file.fd, buf: p.buf, off: p.off}, {sys: sysFdatasync, fd: p.file.fd}}
+	d, made, err := r.timed(p.file.path, p.calls[:], shortWrite)
 	if made < 2 {
 		return err // the write failed: nothing reached the disk to sync
 	}
@@ -123,7 +112,7 @@ func (p *fsyncWriter) writeAndSync(r *round, res *Result) error {
 		// succeed over data that never reached the disk (PostgreSQL's "fsyncgate").
 		// etcd treats the error as fatal for its WAL file; the probe abandons its file,
 		// and the next round starts on a fresh one.
-		p.dropFile()
+		p.file.drop()
 		return err
 	}
 	p.off += int64(len(p.buf))
@@ -139,35 +128,24 @@ func shortWrite(n, want int) error { return fmt.Errorf("short write: %d of %d by
 // fdatasync) hangs on a frozen or dying filesystem just as a write does, which is why a
 // round makes it untimed.
 func (p *fsyncWriter) cutFile(notice func(string)) error {
-	p.dropFile()
-	fd, err := p.dir.createProbeFile(notice, fsyncFileName, Header{Kind: "fsync", Size: p.opts.FileSize})
-	if err != nil {
+	if err := p.file.create(notice, Header{Kind: "fsync", Size: p.opts.FileSize}); err != nil {
 		return err
 	}
-	p.fd, p.off = fd, HeaderSize
+	p.off = HeaderSize
 	return nil
 }
 
-// dropFile closes the file; it stays on disk for the next round or start to replace.
-func (p *fsyncWriter) dropFile() {
-	if p.fd >= 0 {
-		_ = unix.Close(p.fd)
-		p.fd = -1
-	}
-}
-
-// closeFiles closes the file and the probe directory.
+// closeFiles closes the file, which stays on disk for the next start to replace, and the
+// probe directory.
 func (p *fsyncWriter) closeFiles() error {
-	p.dropFile()
-	p.dir.close()
+	p.file.close()
 	return nil
 }
 
 // Remove closes and deletes the probe file. The daemon leaves its files for the next start
 // (`cleanup` removes them); the benchmarks and the alert replay in tests/ remove theirs.
 func (p *Fsync) Remove() error {
-	p.kind.dropFile()
-	err := p.kind.dir.removeFile(fsyncFileName)
+	err := p.kind.file.remove()
 	_ = p.Close()
 	return err
 }

@@ -258,3 +258,69 @@ func statx(dirFD int, cpath []byte, flags int, st *unix.Statx_t) error {
 		return nil
 	})
 }
+
+// ownFile is a probe kind's own file in its held probe directory: what the write probes
+// (fsync, commit, seqwrite) keep between rounds. fd is -1 between files.
+type ownFile struct {
+	dir  *probeDir
+	name string // in dir
+	path string // for messages only: nothing is opened by it
+	fd   int
+}
+
+// openOwnFile holds root's probe directory for the file name; the file itself is made or
+// opened by the kind's first round.
+func openOwnFile(root, name string) (ownFile, error) {
+	dir, err := openProbeDir(root)
+	if err != nil {
+		return ownFile{}, err
+	}
+	return ownFile{dir: dir, name: name, path: dir.filePath(name), fd: -1}, nil
+}
+
+// check is a round's look before it writes: the probe directory is still the one held
+// (probeDir.ensure), and the file still linked; a file that lost its name with its
+// directory is let go, for a new one in the directory made afresh.
+func (f *ownFile) check() error {
+	if err := f.dir.ensure(); err != nil {
+		f.drop()
+		return err
+	}
+	if f.fd >= 0 && !stillLinked(f.fd) {
+		f.drop()
+	}
+	return nil
+}
+
+// create replaces the file with a new one (probeDir.createProbeFile), open at fd.
+func (f *ownFile) create(notice func(string), h Header) error {
+	f.drop()
+	fd, err := f.dir.createProbeFile(notice, f.name, h)
+	if err != nil {
+		return err
+	}
+	f.fd = fd
+	return nil
+}
+
+// drop closes the file; it stays on disk for the next round or start.
+func (f *ownFile) drop() {
+	if f.fd >= 0 {
+		_ = unix.Close(f.fd)
+		f.fd = -1
+	}
+}
+
+// close closes the file and lets the directory go.
+func (f *ownFile) close() {
+	f.drop()
+	f.dir.close()
+}
+
+// remove closes the file and deletes it, then lets the directory go.
+func (f *ownFile) remove() error {
+	f.drop()
+	err := f.dir.removeFile(f.name)
+	f.dir.close()
+	return err
+}

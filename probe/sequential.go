@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-
-	"golang.org/x/sys/unix"
 )
 
 // Seqread reads `bytes` in block_size O_DIRECT reads, sequentially from a random aligned
@@ -74,12 +72,10 @@ type Seqwrite struct{ prober[*sequentialWriter] }
 // sequentialWriter is the seqwrite probe's kind.
 type sequentialWriter struct {
 	root      string // the target's path or probe_dir
-	dir       *probeDir
-	path      string // for messages
+	file      ownFile
 	bytes     int64
 	minFree   int64
 	fallback  int64
-	fd        int
 	align     int64
 	blockSize int
 	rng       *rand.Rand
@@ -97,12 +93,12 @@ func NewSeqwrite(targetDir string, bytes int64, blockSize int, minFree, fallback
 	if fallbackAlign > 0 && int64(blockSize)%fallbackAlign != 0 {
 		return nil, fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d", blockSize, fallbackAlign)
 	}
-	dir, err := openProbeDir(targetDir)
+	file, err := openOwnFile(targetDir, seqwriteFileName)
 	if err != nil {
 		return nil, err
 	}
-	return &Seqwrite{prober[*sequentialWriter]{kind: &sequentialWriter{root: targetDir, dir: dir, path: dir.filePath(seqwriteFileName),
-		bytes: bytes, minFree: minFree, fallback: fallbackAlign, fd: -1, blockSize: blockSize, rng: rand.New(newRNG()), fill: newRNG()}}}, nil
+	return &Seqwrite{prober[*sequentialWriter]{kind: &sequentialWriter{root: targetDir, file: file,
+		bytes: bytes, minFree: minFree, fallback: fallbackAlign, blockSize: blockSize, rng: rand.New(newRNG()), fill: newRNG()}}}, nil
 }
 
 // run writes the configured number of bytes and fdatasyncs.
@@ -111,7 +107,7 @@ func (p *sequentialWriter) run(ctx context.Context, r *round) (Result, error) {
 	if err := r.untimed(p.check); err != nil {
 		return res, err
 	}
-	if p.fd < 0 {
+	if p.file.fd < 0 {
 		// Creating the file can hang as its writes can.
 		if err := r.untimed(func() error { return p.open(r.notice) }); err != nil {
 			return res, err
@@ -136,8 +132,8 @@ func (p *sequentialWriter) run(ctx context.Context, r *round) (Result, error) {
 			off = start
 		}
 		p.fill.Read(buf)
-		write := [1]ioCall{{sys: sysPwrite, fd: p.fd, buf: buf, off: off}}
-		d, _, err := r.timed(p.path, write[:], nil)
+		write := [1]ioCall{{sys: sysPwrite, fd: p.file.fd, buf: buf, off: off}}
+		d, _, err := r.timed(p.file.path, write[:], nil)
 		if err != nil {
 			return res, err
 		}
@@ -146,29 +142,24 @@ func (p *sequentialWriter) run(ctx context.Context, r *round) (Result, error) {
 		res.Bytes += bs
 		res.IO += d
 	}
-	sync := [1]ioCall{{sys: sysFdatasync, fd: p.fd}}
-	d, _, err := r.timed(p.path, sync[:], nil)
+	sync := [1]ioCall{{sys: sysFdatasync, fd: p.file.fd}}
+	d, _, err := r.timed(p.file.path, sync[:], nil)
 	if err != nil {
-		p.dropFile() // the file's state is unknown: the next round starts a fresh one (see fsyncWriter.writeAndSync)
+		p.file.drop() // the file's state is unknown: the next round starts a fresh one (see fsyncWriter.writeAndSync)
 		return res, err
 	}
 	res.IO += d
 	return res, nil
 }
 
-// check is the round's look at the disk before it writes: the probe directory is still
-// the one held (probeDir.ensure), the file still linked, and the free-space floor holds,
-// counting the file a round without one is about to make.
+// check is the round's look at the disk before it writes: its file (ownFile.check), and
+// the free-space floor, counting the file a round without one is about to make.
 func (p *sequentialWriter) check() error {
-	if err := p.dir.ensure(); err != nil {
-		p.dropFile()
+	if err := p.file.check(); err != nil {
 		return err
 	}
-	if p.fd >= 0 && !stillLinked(p.fd) {
-		p.dropFile() // the directory was deleted: start a new file in the new one
-	}
 	var newFile int64
-	if p.fd < 0 {
+	if p.file.fd < 0 {
 		newFile = p.bytes
 	}
 	return checkFreeFloor(p.root, p.minFree, newFile)
@@ -177,38 +168,34 @@ func (p *sequentialWriter) check() error {
 // seqwriteFileName is the seqwrite probe's file in the probe directory.
 const seqwriteFileName = "seqwrite.probe"
 
+// open makes a new file, switched to O_DIRECT, and takes its alignment.
 func (p *sequentialWriter) open(notice func(string)) error {
-	if p.fd >= 0 {
+	if p.file.fd >= 0 {
 		return nil
 	}
-	fd, err := p.dir.createDirectFile(notice, seqwriteFileName, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes})
-	if err != nil {
+	if err := p.file.create(notice, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes}); err != nil {
 		return err
 	}
-	align, err := DirectIOAlignment(fd, p.path, p.fallback)
+	if err := setDirect(p.file.fd, p.file.path); err != nil {
+		p.file.drop()
+		return err
+	}
+	align, err := DirectIOAlignment(p.file.fd, p.file.path, p.fallback)
 	if err != nil {
-		_ = unix.Close(fd)
+		p.file.drop()
 		return err
 	}
 	if int64(p.blockSize)%align != 0 {
-		_ = unix.Close(fd)
-		return fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d of %s", p.blockSize, align, p.path)
+		p.file.drop()
+		return fmt.Errorf("seqwrite: block_size %d is not a multiple of the O_DIRECT alignment %d of %s", p.blockSize, align, p.file.path)
 	}
-	p.fd, p.align = fd, align
+	p.align = align
 	return nil
 }
 
-// dropFile closes the file; it stays on disk for the next round or start to replace.
-func (p *sequentialWriter) dropFile() {
-	if p.fd >= 0 {
-		_ = unix.Close(p.fd)
-		p.fd = -1
-	}
-}
-
-// closeFiles closes the file and the probe directory.
+// closeFiles closes the file, which stays on disk for the next start to replace, and the
+// probe directory.
 func (p *sequentialWriter) closeFiles() error {
-	p.dropFile()
-	p.dir.close()
+	p.file.close()
 	return nil
 }
