@@ -24,7 +24,7 @@ import (
 //     symlinked .diskprobe;
 //   - the same lines added to the list the removal made (as if the binary had printed them).
 //
-// The victims must be byte for byte what they were, and the exporter's own probe file must
+// The victims must be byte for byte what they were, and the exporter's own probe files must
 // still go. The .deb is installed in a chroot of the tests' cached Debian root (no systemd
 // runs there: tests/systemd covers the stop), so the machine's own dpkg database is not
 // touched.
@@ -73,7 +73,9 @@ install -d -o diskprobe -g diskprobe -m 0755 /srv/t /srv/t/.diskprobe
 printf 'diskprobe_exporter probe file v1\nkeep\n' > /srv/t/keep.probe
 chown diskprobe:diskprobe /srv/t/keep.probe
 ` + asUser + `sh -c 'printf "diskprobe_exporter probe file v1\n" > /srv/t/.diskprobe/fsync.probe'
-printf '  - name: t\n    path: /srv/t\n' >> /etc/diskprobe_exporter/diskprobe.yml`)
+install -d -m 0755 /srv/r && install -d -o diskprobe -g diskprobe -m 0755 /srv/r/.diskprobe
+` + asUser + `sh -c 'printf "diskprobe_exporter probe file v1\n" > /srv/r/.diskprobe/fsync.probe'
+printf '  - name: t\n    path: /srv/t\n  - name: r\n    path: /srv/r\n' >> /etc/diskprobe_exporter/diskprobe.yml`)
 	victims := []string{"/etc/victim-list", "/etc/victim-dir/fsync.probe", "/srv/t/keep.probe"}
 	snapshot := func() string {
 		return sh("for f in " + strings.Join(victims, " ") + "; do [ -e \"$f\" ] || { echo \"$f: gone\"; continue; }; stat -c '%n %a %U:%G %s' \"$f\"; base64 -w0 \"$f\"; echo; done")
@@ -109,7 +111,16 @@ if [ -d /var/lib/diskprobe_exporter.purge ]; then
 	cat >> /var/lib/diskprobe_exporter.purge/files <<'EOF'
 `+hostile+`EOF
 fi`))
-	t.Logf("dpkg --purge:\n%s", sh("dpkg --purge diskprobe-exporter </dev/null"))
+	purge := sh("dpkg --purge diskprobe-exporter </dev/null")
+	t.Logf("dpkg --purge:\n%s", purge)
+	// A .diskprobe the user owns in a directory only root may write: its files go, the
+	// directory stays (the user cannot remove it), and purge says why.
+	if want := "diskprobe-exporter: left /srv/r/.diskprobe: Permission denied"; !strings.Contains(purge, want) {
+		t.Errorf("purge does not say %q", want)
+	}
+	if got := sh("ls -A /srv/r/.diskprobe"); got != "" {
+		t.Errorf("purge left %q in /srv/r/.diskprobe, the exporter's own files", got)
+	}
 	if got := snapshot(); got != before {
 		t.Errorf("dpkg --purge changed or deleted a file the exporter did not create:\nbefore\n%s\nafter\n%s", before, got)
 	}
