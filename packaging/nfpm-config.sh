@@ -3,7 +3,8 @@
 #
 #   packaging/nfpm-config.sh deb|rpm STAGE
 #
-# packaging/nfpm.yaml, then the documentation: the man page, LICENSE, README.md and docs/*.md,
+# packaging/nfpm.yaml, then the documentation: the man page, LICENSE, README.md, docs/*.md and
+# the example drop-in for block devices (systemd/devices.conf),
 # one entry each, `type: doc` for rpm (nfpm's deb packager drops doc entries, and expands no
 # glob in one; `contents:` is nfpm.yaml's last key); for deb the copyright file, the
 # changelog STAGE/changelog.Debian.gz and the lintian overrides; for rpm the changelog
@@ -29,6 +30,7 @@ file() {
 file "$stage/diskprobe_exporter.1.gz" /usr/share/man/man1/diskprobe_exporter.1.gz
 file LICENSE /usr/share/doc/diskprobe-exporter/LICENSE
 file README.md /usr/share/doc/diskprobe-exporter/README.md
+file systemd/devices.conf /usr/share/doc/diskprobe-exporter/examples/devices.conf
 for f in docs/*.md; do
 	[ -f "$f" ] || continue
 	file "$f" "/usr/share/doc/diskprobe-exporter/${f#docs/}"

@@ -201,9 +201,33 @@ func TestPodMonitorScrapesTheExporterOverTLS(t *testing.T) {
 // rendered, the operator's objects skipped (no CRDs) and why, the missing release label
 // kube-prometheus-stack selects by, and the commands to run next.
 func TestNotesSayWhatWasRenderedSkippedAndNext(t *testing.T) {
-	// helm install --dry-run wants a cluster; helm template renders no NOTES. So a copy of
-	// the chart renders NOTES.txt through tpl, in a ConfigMap: the same text, values and
-	// capabilities.
+	notes := notesRenderer(t)
+	without := notes(false, nil)
+	for _, want := range []string{"DaemonSet probe-diskprobe-exporter", "Skipped: ServiceMonitor, PrometheusRule", "prometheus-without-the-operator",
+		"kubectl -n diskprobe rollout status daemonset/probe-diskprobe-exporter", "violates PodSecurity", "up{job=\"diskprobe-exporter\"}"} {
+		if !strings.Contains(without, want) {
+			t.Errorf("NOTES without the operator do not say %q:\n%s", want, without)
+		}
+	}
+	if strings.Contains(without, "No `release` label") {
+		t.Error("NOTES warn of a release label when no operator object was rendered")
+	}
+	with := notes(true, nil)
+	if strings.Contains(with, "Skipped") || !strings.Contains(with, "ServiceMonitor probe-diskprobe-exporter") || !strings.Contains(with, "No `release` label") {
+		t.Errorf("NOTES with the operator and no release label:\n%s", with)
+	}
+	labelled := notes(true, nil, "monitoringLabels.release=kube-prometheus-stack", "networkPolicy.enabled=true")
+	if strings.Contains(labelled, "No `release` label") || !strings.Contains(labelled, "release=kube-prometheus-stack") || !strings.Contains(labelled, "NetworkPolicy probe-diskprobe-exporter") {
+		t.Errorf("NOTES with the release label and a NetworkPolicy:\n%s", labelled)
+	}
+}
+
+// notesRenderer returns a function rendering NOTES.txt for values files and --set flags, with
+// or without the operator's APIs. helm install --dry-run wants a cluster; helm template renders
+// no NOTES. So a copy of the chart renders NOTES.txt through tpl, in a ConfigMap: the same
+// text, values and capabilities.
+func notesRenderer(t *testing.T) func(apis bool, files []string, set ...string) string {
+	t.Helper()
 	chart := filepath.Join(t.TempDir(), "diskprobe-exporter")
 	testenv.Run(t, "cp", "-r", chartDir, chart)
 	testenv.Run(t, "cp", filepath.Join(chartDir, "templates", "NOTES.txt"), filepath.Join(chart, "files", "notes.txt"))
@@ -211,8 +235,9 @@ func TestNotesSayWhatWasRenderedSkippedAndNext(t *testing.T) {
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: {{ tpl (.Files.Get \"files/notes.txt\") . | toJson }}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	notes := func(apis bool, set ...string) string {
-		args := append(templateArgs("probe", chart, nil, set), "--namespace", "diskprobe", "--show-only", "templates/notes-test.yaml")
+	return func(apis bool, files []string, set ...string) string {
+		t.Helper()
+		args := append(templateArgs("probe", chart, files, set), "--namespace", "diskprobe", "--show-only", "templates/notes-test.yaml")
 		if apis {
 			for _, api := range monitoringAPIs {
 				args = append(args, "--api-versions", api)
@@ -225,24 +250,6 @@ func TestNotesSayWhatWasRenderedSkippedAndNext(t *testing.T) {
 			t.Fatal(err)
 		}
 		return cm.Data["notes"]
-	}
-	without := notes(false)
-	for _, want := range []string{"DaemonSet probe-diskprobe-exporter", "Skipped: ServiceMonitor, PrometheusRule", "prometheus-without-the-operator",
-		"kubectl -n diskprobe rollout status daemonset/probe-diskprobe-exporter", "violates PodSecurity", "up{job=\"diskprobe-exporter\"}"} {
-		if !strings.Contains(without, want) {
-			t.Errorf("NOTES without the operator do not say %q:\n%s", want, without)
-		}
-	}
-	if strings.Contains(without, "No `release` label") {
-		t.Error("NOTES warn of a release label when no operator object was rendered")
-	}
-	with := notes(true)
-	if strings.Contains(with, "Skipped") || !strings.Contains(with, "ServiceMonitor probe-diskprobe-exporter") || !strings.Contains(with, "No `release` label") {
-		t.Errorf("NOTES with the operator and no release label:\n%s", with)
-	}
-	labelled := notes(true, "monitoringLabels.release=kube-prometheus-stack", "networkPolicy.enabled=true")
-	if strings.Contains(labelled, "No `release` label") || !strings.Contains(labelled, "release=kube-prometheus-stack") || !strings.Contains(labelled, "NetworkPolicy probe-diskprobe-exporter") {
-		t.Errorf("NOTES with the release label and a NetworkPolicy:\n%s", labelled)
 	}
 }
 

@@ -115,28 +115,33 @@ func lookPath(t *testing.T, name string) string {
 	return p
 }
 
-// TestMaintainerScriptsPurgeAlike: the deb's postrm and the rpm's %postun delete the same
-// files on purge and erase, from one block of shell kept identical in both.
+// TestMaintainerScriptsPurgeAlike: the deb's prerm and postrm and the rpm's %preun and
+// %postun list and delete the same files on purge and erase, from blocks of shell kept
+// identical in both.
 func TestMaintainerScriptsPurgeAlike(t *testing.T) {
 	root := testenv.RepoPath()
-	block := func(path string) string {
+	block := func(path, name string) string {
 		b, err := os.ReadFile(filepath.Join(root, path))
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := string(b)
-		i, j := strings.Index(s, "# BEGIN purge"), strings.Index(s, "# END purge")
+		i, j := strings.Index(s, "# BEGIN "+name), strings.Index(s, "# END "+name)
 		if i < 0 || j < i {
-			t.Fatalf("%s has no # BEGIN purge ... # END purge block", path)
+			t.Fatalf("%s has no # BEGIN %s ... # END %s block", path, name, name)
 		}
 		s = s[i:j]
 		return s[strings.Index(s, "\n")+1:]
 	}
-	deb, rpm := block("packaging/scripts/deb/postrm"), block("packaging/scripts/rpm/postun")
+	deb, rpm := block("packaging/scripts/deb/postrm", "purge"), block("packaging/scripts/rpm/postun", "purge")
 	if deb != rpm {
 		t.Errorf("the purge blocks of packaging/scripts/deb/postrm and packaging/scripts/rpm/postun differ:\n--- deb\n%s\n--- rpm\n%s", deb, rpm)
 	}
-	if !strings.Contains(deb, `rm -rf -- "$state"`) {
-		t.Error("the purge block no longer removes the state directory")
+	if !strings.Contains(deb, `rm -rf -- "$list" "$state"`) {
+		t.Error("the purge block no longer removes the state directory and the list")
+	}
+	debList, rpmList := block("packaging/scripts/deb/prerm", "list"), block("packaging/scripts/rpm/preun", "list")
+	if debList != rpmList {
+		t.Errorf("the list blocks of packaging/scripts/deb/prerm and packaging/scripts/rpm/preun differ:\n--- deb\n%s\n--- rpm\n%s", debList, rpmList)
 	}
 }

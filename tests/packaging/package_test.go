@@ -60,6 +60,7 @@ func expectedFiles(t *testing.T, root string) []packagedFile {
 		{path: "/usr/share/man/man1/diskprobe_exporter.1.gz", mode: 0o644},
 		{path: "/usr/share/doc/diskprobe-exporter/LICENSE", mode: 0o644},
 		{path: "/usr/share/doc/diskprobe-exporter/README.md", mode: 0o644},
+		{path: "/usr/share/doc/diskprobe-exporter/examples/devices.conf", mode: 0o644},
 		{path: "/usr/lib/sysusers.d/diskprobe-exporter.conf", mode: 0o644},
 		{path: "/usr/lib/tmpfiles.d/diskprobe-exporter.conf", mode: 0o644},
 		{path: "/usr/share/doc/diskprobe-exporter/copyright", mode: 0o644, debOnly: true},

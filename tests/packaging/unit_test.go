@@ -58,3 +58,36 @@ func TestUnitReloadNeedsNoProcps(t *testing.T) {
 		t.Errorf("ExecReload=%s: want the shell's kill builtin, /bin/sh -c 'kill -HUP ${MAINPID}' (no /bin/kill, no exec)", reload)
 	}
 }
+
+// TestUnitReadsNoDiskUnlessADropInGrantsIt: the disk group reads every disk, hence every file
+// on the host (etcd's keys included), and the default configuration probes no device. The
+// unit grants neither the group nor a block device; the example drop-in (shipped in the
+// package's doc/examples) grants the group and named devices only, read-only.
+func TestUnitReadsNoDiskUnlessADropInGrantsIt(t *testing.T) {
+	root := testenv.RepoPath()
+	unit, err := os.ReadFile(filepath.Join(root, "systemd", unitName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{`(?m)^SupplementaryGroups=`, `(?m)^DeviceAllow=`} {
+		if m := regexp.MustCompile(re + `.*$`).Find(unit); m != nil {
+			t.Errorf("%s grants %q by default; a block-device target's drop-in should", unitName, m)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^DevicePolicy=closed$`).Match(unit) {
+		t.Errorf("%s has no DevicePolicy=closed", unitName)
+	}
+	dropIn, err := os.ReadFile(filepath.Join(root, "systemd", "devices.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allows := regexp.MustCompile(`(?m)^DeviceAllow=(.*)$`).FindAllSubmatch(dropIn, -1)
+	if len(allows) == 0 || !regexp.MustCompile(`(?m)^SupplementaryGroups=disk$`).Match(dropIn) {
+		t.Errorf("systemd/devices.conf should grant SupplementaryGroups=disk and DeviceAllow= a device:\n%s", dropIn)
+	}
+	for _, a := range allows {
+		if !regexp.MustCompile(`^/dev/\S+ r$`).Match(a[1]) {
+			t.Errorf("systemd/devices.conf: DeviceAllow=%s, want one device node, read-only (/dev/... r)", a[1])
+		}
+	}
+}

@@ -40,10 +40,13 @@ const etcdTarget = `
 // active, samples served, `systemd-analyze security` as documented → the etcd target of
 // docs/install.md, first without its drop-in (the reload is refused, the refusal and its
 // hint in the journal, the old configuration serving), then with it (samples; etcd's
-// directory unchanged) → `systemctl reload` on a system with no /bin/kill → upgrade to the
-// current version (the locally edited conffile kept, the service restarted) → `systemctl
-// stop` within TimeoutStopSec → purge (nothing of the package left; what stays is what the
-// user made by hand, and docs/install.md names it).
+// directory unchanged) → a device target, failing without the drop-in (the unit has no disk
+// group and no block device), probed with the shipped devices.conf → `systemctl reload` on a
+// system with no /bin/kill → upgrade to the current version (the locally edited conffile
+// kept, the service restarted) → `systemctl stop` within TimeoutStopSec → purge with the
+// service running and a symlink the service user planted for root to write through (the
+// victim unchanged; nothing of the package left; what stays is what the user made by hand,
+// and docs/install.md names it).
 func TestDebOnRealSystemd(t *testing.T) {
 	if os.Geteuid() != 0 {
 		need(t, "needs root: boots a Debian system with systemd-nspawn (run make test as root)")
@@ -72,7 +75,9 @@ func TestDebOnRealSystemd(t *testing.T) {
 	prevDeb := onlyFile(t, prevDist, "*.deb")
 	phase("make package (" + version + " and " + prevVersion + ")")
 
-	g := boot(t, cached)
+	// A block device for a device target: a loop device, bound into the guest.
+	loop := testenv.LoopDevice(t, 32<<20)
+	g := boot(t, cached, loop)
 	phase("boot")
 	for from, to := range map[string]string{deb: "root/new.deb", prevDeb: "root/prev.deb"} {
 		b, err := os.ReadFile(from)
@@ -104,6 +109,18 @@ func TestDebOnRealSystemd(t *testing.T) {
 		t.Errorf("diskprobe_exporter_build_info does not name %s", prevVersion)
 	}
 	phase("install, active, samples")
+
+	// --- No disk group and no block device by default: the group reads every disk, hence
+	// every file, and the default configuration probes none.
+	if got := g.show("SupplementaryGroups"); got != "" {
+		t.Errorf("the default unit has SupplementaryGroups=%s, want none", got)
+	}
+	if got := g.sh("systemctl show -p DeviceAllow " + unit); strings.Contains(got, "block") || strings.Contains(got, "/dev/") {
+		t.Errorf("the default unit allows block devices:\n%s", got)
+	}
+	if got := g.show("DevicePolicy"); got != "closed" {
+		t.Errorf("DevicePolicy=%s, want closed", got)
+	}
 
 	// --- systemd-analyze security on the real systemd, as docs/install.md states it.
 	out, _ = g.run(time.Minute, "systemd-analyze", "security", "--no-pager", unit)
@@ -163,6 +180,33 @@ func TestDebOnRealSystemd(t *testing.T) {
 	t.Logf("probe files: %s", g.sh("ls -la "+etcdDir+"/.diskprobe"))
 	phase("etcd target: refused without the drop-in, probed with it")
 
+	// --- A device target, as docs/install.md adds it: refused without the drop-in (the
+	// guest's node is root:disk 0660, as udev makes it on a host), probed with the shipped
+	// example's drop-in naming that device. That the device cgroup then refuses every other
+	// device cannot be shown here: systemd inside nspawn cannot attach device programs to its
+	// cgroups (another bound device stayed readable), so only the unit's properties are checked.
+	g.sh("chgrp disk " + loop + " && chmod 0660 " + loop)
+	g.sh("cat >> " + config + " <<'EOF'\n  - name: loop\n    path: " + loop + "\n    randread: {interval: 1s, ops: 2}\nEOF")
+	g.sh("systemctl reload diskprobe_exporter")
+	waitFor(t, "the device target failing without the drop-in", time.Minute, func() (bool, string) {
+		j, _ := g.run(time.Minute, "journalctl", "-u", unit, "--no-pager", "-o", "cat")
+		return strings.Contains(j, "permission denied opening "+loop+" read-only"), j
+	})
+	g.sh("sed 's|^DeviceAllow=.*|DeviceAllow=" + loop + " r|' /usr/share/doc/diskprobe-exporter/examples/devices.conf > " + dropIn + "/devices.conf && " +
+		"systemctl daemon-reload && systemctl restart diskprobe_exporter")
+	waitActive(t, g)
+	if got := g.show("SupplementaryGroups"); got != "disk" {
+		t.Errorf("with devices.conf SupplementaryGroups=%s, want disk", got)
+	}
+	if got := g.sh("systemctl show -p DeviceAllow " + unit); !strings.Contains(got, "DeviceAllow="+loop+" r\n") || strings.Contains(got, "block-") {
+		t.Errorf("with devices.conf the unit allows:\n%s\nwant %s read-only and no other block device", got, loop)
+	}
+	waitFor(t, "samples of the device target", 2*time.Minute, func() (bool, string) {
+		m, err := g.get(metrics)
+		return err == nil && sample(m, `diskprobe_read_duration_seconds_count{target="loop"}`) > 0, m
+	})
+	phase("device target: failing without the drop-in, probed with it")
+
 	// --- systemctl reload with no /bin/kill: the exporter reloads, same process.
 	mainPID = g.mainPID()
 	g.sh("sed -i 's/fsync: {interval: 2s, ops: 2, file_size: 1MiB}/fsync: {interval: 2s, ops: 3, file_size: 1MiB}/' " + config)
@@ -217,8 +261,21 @@ func TestDebOnRealSystemd(t *testing.T) {
 	}
 	t.Logf("systemctl stop: %.1fs (TimeoutStopSec=%s)", stopped.Seconds(), timeout)
 
-	// --- Purge: nothing of the package is left; what stays, the user made by hand.
+	// --- Purge with the service running, after the service user (a compromised exporter)
+	// planted a symlink where the removal, as root, used to write its list: in the state
+	// directory, aimed at a root-owned file. The victim must be byte for byte what it was.
+	// (tests/packaging plants more: a symlinked .diskprobe, lists with "..".)
+	g.sh("systemctl start diskprobe_exporter")
+	waitActive(t, g)
+	g.sh("umask 027 && printf 'root:100000:65536\\n' > /etc/victim-list")
+	victim := g.sh("stat -c '%a %U %s' /etc/victim-list && cat /etc/victim-list")
+	g.sh("setpriv --reuid=diskprobe --regid=diskprobe --clear-groups -- sh -c '" +
+		"ln -sf /etc/victim-list /var/lib/diskprobe_exporter/.purge-files'")
 	out = g.sh("dpkg --purge " + pkgName)
+	if got := g.sh("stat -c '%a %U %s' /etc/victim-list && cat /etc/victim-list"); got != victim {
+		t.Errorf("purge changed a root-owned file through the service user's symlink:\nbefore\n%s\nafter\n%s", victim, got)
+	}
+	g.sh("rm -f /etc/victim-list")
 	t.Logf("dpkg --purge:\n%s", out)
 	after := g.files()
 	var left, ours []string

@@ -40,9 +40,10 @@ type guest struct {
 var guestEnv = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive", "SYSTEMD_PAGER=", "HOME=/root"}
 
 // boot copies the cached root and boots it: `systemd-nspawn -b` unregistered (the host's PID 1
-// need not be systemd), with a network namespace of its own. Cleanup powers it off (killing
-// nspawn if it does not end) and removes the copy.
-func boot(t *testing.T, cached string) *guest {
+// need not be systemd), with a network namespace of its own and the host's device nodes
+// devices bound in. Cleanup powers it off (killing nspawn if it does not end) and removes
+// the copy.
+func boot(t *testing.T, cached string, devices ...string) *guest {
 	t.Helper()
 	parent := os.Getenv("DISKPROBE_SYSTEMD_TMP")
 	if parent == "" {
@@ -71,8 +72,11 @@ func boot(t *testing.T, cached string) *guest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nspawn := exec.Command("systemd-nspawn", "-b", "-D", dir, "--register=no", "--keep-unit",
-		"--private-network", "--machine="+g.name, "--console=passive")
+	args := []string{"-b", "-D", dir, "--register=no", "--keep-unit", "--private-network", "--machine=" + g.name, "--console=passive"}
+	for _, d := range devices {
+		args = append(args, "--bind="+d)
+	}
+	nspawn := exec.Command("systemd-nspawn", args...)
 	nspawn.Stdout, nspawn.Stderr = logFile, logFile
 	nspawn.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := nspawn.Start(); err != nil {
