@@ -82,7 +82,9 @@ func openDirectError(path string, err error) error {
 	case errors.Is(err, unix.EINVAL):
 		return &explained{fmt.Sprintf("%s: the filesystem refuses O_DIRECT, which read probes need to bypass the page cache", path), err}
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return &explained{fmt.Sprintf("permission denied opening %s read-only: the exporter's user needs to be in the group that owns the device (usually `disk`) or to have CAP_DAC_READ_SEARCH", path), err}
+		return &explained{fmt.Sprintf("permission denied opening %s read-only: the exporter's user needs read access to the device, through the group that owns it (usually `disk`) or CAP_DAC_READ_SEARCH; "+
+			"the packaged systemd unit grants neither: add the drop-in /etc/systemd/system/diskprobe_exporter.service.d/devices.conf with SupplementaryGroups=disk and DeviceAllow=%s r "+
+			"(example: /usr/share/doc/diskprobe-exporter/examples/devices.conf), then systemctl daemon-reload && systemctl restart diskprobe_exporter", path, path), err}
 	}
 	return &os.PathError{Op: "open", Path: path, Err: err}
 }

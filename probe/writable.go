@@ -13,20 +13,14 @@ import (
 
 // CheckWritable tells, before anything is written, whether the exporter's user can keep
 // its probe files in root/.diskprobe: create that directory, or write in the one there.
-// It writes nothing: it asks statfs whether the mount is read-only and faccessat with
+// It writes nothing: it asks statfs whether the mount of .diskprobe (or, before it is
+// made, of root) is read-only and faccessat with
 // AT_EACCESS whether the process's effective ids (those mkdir and open use) may write and
 // search the directory. A test file would change the directory's mtime and, left by a
 // crash, be something the exporter did not mean to leave. What the kernel's permission
 // check does not see (a path-based LSM policy such as AppArmor's, a quota) shows as the
 // first round's error instead.
 func CheckWritable(root string) error {
-	var fs unix.Statfs_t
-	if err := ignoringEINTR(func() error { return unix.Statfs(root, &fs) }); err != nil {
-		return &os.PathError{Op: "statfs", Path: root, Err: err}
-	}
-	if fs.Flags&unix.ST_RDONLY != 0 {
-		return &NotWritableError{Dir: root, Err: unix.EROFS}
-	}
 	dir := filepath.Join(root, DirName)
 	var st unix.Stat_t
 	err := ignoringEINTR(func() error { return unix.Lstat(dir, &st) })
@@ -40,6 +34,15 @@ func CheckWritable(root string) error {
 		// exporter could write: CheckProbeDir names them for --config.check, and the
 		// daemon's rounds refuse them (openProbeDir) until the operator moves them away.
 		return nil
+	}
+	// The mount of the directory the files go in: an existing .diskprobe may be a writable
+	// mount of its own under a read-only root (the Helm chart mounts a target's path so).
+	var fs unix.Statfs_t
+	if err := ignoringEINTR(func() error { return unix.Statfs(dir, &fs) }); err != nil {
+		return &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	if fs.Flags&unix.ST_RDONLY != 0 {
+		return &NotWritableError{Dir: dir, Err: unix.EROFS}
 	}
 	if err := ignoringEINTR(func() error { return unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS) }); err != nil {
 		return &NotWritableError{Dir: dir, Err: err}
