@@ -157,7 +157,7 @@ func (d *probeDir) unlinkChecked(name string, fd int) error {
 	if err := ignoringEINTR(func() error { return unix.Fstatat(d.fd, name, &now, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
 		return &os.PathError{Op: "lstat", Path: d.filePath(name), Err: err}
 	}
-	if now.Dev != held.Dev || now.Ino != held.Ino {
+	if idOf(&now) != idOf(&held) {
 		return &ForeignFileError{Path: d.filePath(name), Reason: "it was replaced while being removed"}
 	}
 	if err := ignoringEINTR(func() error { return unix.Unlinkat(d.fd, name, 0) }); err != nil {
@@ -358,7 +358,7 @@ func FindOwnFiles(dir string) (OwnFiles, error) {
 		return OwnFiles{}, &os.PathError{Op: "open", Path: probeDir, Err: err}
 	}
 	defer func() { _ = unix.Close(dfd) }()
-	if rootSt.Mode&0o022 != 0 && rootSt.Mode&unix.S_ISVTX == 0 {
+	if othersCanSwap(rootSt.Mode) {
 		return OwnFiles{}, &UnsafeRootError{Root: dir, Reason: fmt.Sprintf("group or others can write it (mode %04o) without the sticky bit: what is in %s may be anyone's", rootSt.Mode&0o7777, probeDir),
 			Fix: "remove what is yours by hand"}
 	}

@@ -22,7 +22,7 @@ type probeDir struct {
 	path  string // root/.diskprobe, for messages
 	cpath []byte // path, NUL-terminated once, for the per-round lookup (statxPath)
 	fd    int    // -1 until open
-	id    statxID
+	id    fileID
 }
 
 // openProbeDir makes root/.diskprobe (mode 0700) or takes the one there once it has
@@ -37,7 +37,8 @@ func openProbeDir(root string) (*probeDir, error) {
 }
 
 // open makes and opens the directory. The root is looked up by its path, which the
-// configuration gives and CheckProbeRoot has vetted; .diskprobe itself is made and
+// configuration gives, and checked on its descriptor as CheckProbeRoot checked it at load
+// (rootSafe: its mode may have changed since); .diskprobe itself is made and
 // opened relative to the root's descriptor without following a symlink, then checked on
 // the descriptor: a directory, owned by the exporter's user. A mode left too open by an
 // older version is narrowed with fchmod on that descriptor, never by a path.
@@ -105,7 +106,7 @@ func rootSafe(root string, st *unix.Stat_t) error {
 		return &UnsafeRootError{Root: root, Reason: fmt.Sprintf("it is owned by uid %d, neither the exporter's (uid %d) nor root", uid, os.Geteuid()),
 			Fix: fmt.Sprintf("give it to the exporter's user (chown %d %s) or use a probe_dir of its own", os.Geteuid(), root)}
 	}
-	if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
+	if othersCanSwap(st.Mode) {
 		who := "others"
 		if st.Mode&0o002 == 0 {
 			who = "its group"
@@ -115,6 +116,10 @@ func rootSafe(root string, st *unix.Stat_t) error {
 	}
 	return nil
 }
+
+// othersCanSwap says whether a directory of mode lets group or others rename its entries:
+// writable by them, without the sticky bit that limits renames to the entries' owners.
+func othersCanSwap(mode uint32) bool { return mode&0o022 != 0 && mode&unix.S_ISVTX == 0 }
 
 // UnsafeRootError is a probe root that someone besides the exporter's user and root could
 // change under it. The exporter writes nothing there.
@@ -139,7 +144,7 @@ func (e *ReplacedDirError) Error() string {
 // ensure checks, once a round, that the path still names the held directory. A held
 // directory that was deleted (the target's directory removed and perhaps made again) is
 // let go and the directory made afresh, as at start; one still linked elsewhere while
-// another object has its name is a swap, and an error. Its fstat and lstat hang on a hung
+// another object has its name is a swap, and an error. Its two statx calls hang on a hung
 // filesystem as writes do: a round makes it untimed.
 func (d *probeDir) ensure() error {
 	if d.fd < 0 {
@@ -222,14 +227,9 @@ func CheckProbeDir(root string) error {
 	return nil
 }
 
-// statxID is a file's identity as statx gives it: its device and inode.
-type statxID struct {
-	major, minor uint32
-	ino          uint64
-}
-
-func idOfStatx(st *unix.Statx_t) statxID {
-	return statxID{major: st.Dev_major, minor: st.Dev_minor, ino: st.Ino}
+// idOfStatx is the fileID of what statx described: the same value as idOf for fstat.
+func idOfStatx(st *unix.Statx_t) fileID {
+	return fileID{dev: unix.Mkdev(st.Dev_major, st.Dev_minor), ino: st.Ino}
 }
 
 // emptyPath is "" NUL-terminated, for statx(AT_EMPTY_PATH) on a descriptor.
