@@ -16,9 +16,9 @@ local defaultSelector = 'job=~".*diskprobe.*"';
 // The runbook the shipped rules' runbook_url annotations point at.
 local defaultRunbook = 'https://github.com/diskprobe/diskprobe_exporter/blob/main/docs/runbook.md';
 // The labels that make a group of peers in the shipped rules (the diskprobe.peers group).
-local defaultPeerGroupLabels = 'job, cluster, target';
+local defaultPeerGroupLabels = 'job, cluster, peer_group, target';
 // The label matcher that makes a series a member of a group of peers in the shipped rules.
-local defaultPeerGroupSelector = 'cluster!=""';
+local defaultPeerGroupSelector = 'peer_group!=""';
 
 {
   _config+:: {
@@ -30,13 +30,13 @@ local defaultPeerGroupSelector = 'cluster!=""';
     alertLabels: {},
     // The labels whose values make a group of peers (the same target on the instances of a job,
     // within an etcd cluster), e.g. 'job, namespace, target'. Keep `instance` out of it: it is the
-    // member. The peer alerts' annotations look the group up by job, cluster and target, and leave
-    // the group's figure out when those are not its labels. The target dashboard's peer panels
-    // follow it.
+    // member. The peer alerts' annotations find the group from the alert's own labels, whatever
+    // they are. The target dashboard's peer panels follow it.
     peerGroupLabels: defaultPeerGroupLabels,
     // Which series are members of a group of peers, a PromQL label matcher: by default those with
-    // a non-empty cluster label (no label, no group: never one fleet-wide group), e.g.
-    // 'target="etcd"' when one job's etcd targets are one cluster, 'namespace!=""'.
+    // a non-empty peer_group label (no label, no group: never one fleet-wide group; not
+    // `cluster`, which a multi-cluster Prometheus puts on every series), e.g. 'target="etcd"'
+    // when one job's etcd targets are one cluster (per `cluster`), 'namespace!=""'.
     peerGroupSelector: defaultPeerGroupSelector,
     // Where each alert's runbook_url points: the runbook's URL, the alert's anchor appended,
     // e.g. 'https://git.example.com/ops/diskprobe/runbook.md' for a copy on your own wiki or Git

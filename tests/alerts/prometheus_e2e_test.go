@@ -73,12 +73,12 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 	// and node_exporter where installed, for the target dashboard's workload panel.
 	// The same exporter is scraped a second time as a group of three peers (peersJob), so
 	// that the peer rules and panels have a group; the alert checked below is e2eJob's.
-	// The peers carry a cluster label: the peer rules take members from series that have one.
+	// The peers carry a peer_group label: the peer rules take members from series that have one.
 	jobs := map[string]string{e2eJob: exporter.Addr}
 	var peers strings.Builder
 	fmt.Fprintf(&peers, "  - job_name: %q\n    static_configs:\n", peersJob)
 	for _, instance := range []string{"peer-a", "peer-b", "peer-c"} {
-		fmt.Fprintf(&peers, "      - targets: [%q]\n        labels: {instance: %q, cluster: \"e2e\"}\n", exporter.Addr, instance)
+		fmt.Fprintf(&peers, "      - targets: [%q]\n        labels: {instance: %q, peer_group: \"e2e\"}\n", exporter.Addr, instance)
 	}
 	emptyQueries := dashboardQueriesEmptyByDesign
 	if addr, ok := startNodeExporter(t); ok {

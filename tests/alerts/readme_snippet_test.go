@@ -18,11 +18,11 @@ import (
 )
 
 // The README's Prometheus snippet is the setup most users copy. The peer rules count only
-// series with a non-empty `cluster`, so the snippet must give its etcd hosts that label or the
+// series with a non-empty `peer_group`, so the snippet must give its etcd hosts that label or the
 // peer page can never fire. tests/docs checks that the label is written there; this test runs
 // the shipped rules (promtool test rules, on each supported Prometheus) on series labelled
 // exactly as that snippet makes Prometheus label them, one member failing, and expects the peer
-// page; and, as the control, the same series without the snippet's `cluster` (what the README's
+// page; and, as the control, the same series without the snippet's `peer_group` (what the README's
 // earlier snippet produced) never fire a peer alert.
 
 // readmeScrape is the README's scrape configuration as Prometheus applies it.
@@ -281,8 +281,8 @@ func promDuration(d time.Duration) string {
 // (fdatasync 6x its peers', half its syncs over 10 ms) under the README's scrape
 // configuration. Expected: the peer page, DiskprobeFdatasyncSlowerThanPeers severity critical
 // (for: 2m, reachable within minutes; the warning needs a full 2 h window), for that member,
-// with the snippet's cluster; no shared-cause or group-size alert. Without the snippet's
-// `cluster` label the same series fire no peer alert at all.
+// with the snippet's peer_group; no shared-cause or group-size alert. Without the snippet's
+// `peer_group` label the same series fire no peer alert at all.
 func TestReadmePrometheusSnippetPagesForTheFailingPeer(t *testing.T) {
 	scrape, target := readmeScrapeConfig(t)
 	const (
@@ -291,16 +291,16 @@ func TestReadmePrometheusSnippetPagesForTheFailingPeer(t *testing.T) {
 	)
 	samples := int(duration / scrape.Interval)
 	failing := scrape.Targets[len(scrape.Targets)-1]
-	cluster := failing.Labels["cluster"]
+	group := failing.Labels["peer_group"]
 	t.Logf("README.md: job %q, scrape_interval %s, evaluation_interval %s, target %q, %d exporters; labels of the failing member %s: %v",
 		scrape.Job, scrape.Interval, scrape.EvalInterval, target, len(scrape.Targets), failing.Address, failing.Labels)
-	if cluster == "" {
-		t.Errorf("README.md: the snippet gives %s no `cluster` label: the peer rules (cluster!=\"\") make no group of its exporters; the replay below shows the page missing", failing.Address)
+	if group == "" {
+		t.Errorf("README.md: the snippet gives %s no `peer_group` label: the peer rules (peer_group!=\"\") make no group of its exporters; the replay below shows the page missing", failing.Address)
 	}
 
-	clusterPart := "" // as the annotation's {{ if $labels.cluster }}
-	if cluster != "" {
-		clusterPart = ", cluster " + cluster
+	groupPart := "" // as the annotation lists the group's non-empty labels
+	if group != "" {
+		groupPart = ", peer_group " + group
 	}
 	page := alertMatch{
 		ExpLabels: map[string]string{
@@ -313,12 +313,12 @@ func TestReadmePrometheusSnippetPagesForTheFailingPeer(t *testing.T) {
 			"summary": fmt.Sprintf("fdatasync on %s target %s is %.1fx slower than its peers and misses etcd's 10ms target; they do not.",
 				failing.Address, target, failingMean/healthyMean),
 			"description": fmt.Sprintf("%s is the slow member of its group (job %s%s, target %s): 50%% of its fdatasyncs took longer than 10ms in the last 5 minutes, against 0%% for the median member over the last hour. The others are healthy, so this disk is the suspect: for etcd, move the leader away from this member (etcdctl move-leader) and replace the member or its disk (runbook). Disk: vda, model \"Replay Disk\", serial \"R%d\".",
-				failing.Address, scrape.Job, clusterPart, target, len(scrape.Targets)),
+				failing.Address, scrape.Job, groupPart, target, len(scrape.Targets)),
 			"runbook_url": runbookBase + "diskprobefdatasyncslowerthanpeers",
 		},
 	}
-	if cluster != "" {
-		page.ExpLabels["cluster"] = cluster
+	if group != "" {
+		page.ExpLabels["peer_group"] = group
 	}
 	snippet := ruleTest{
 		Name:        "README snippet: one member's disk failing, the peer page names it",
@@ -331,9 +331,9 @@ func TestReadmePrometheusSnippetPagesForTheFailingPeer(t *testing.T) {
 		},
 	}
 	control := ruleTest{
-		Name:        "control: the same series without the snippet's cluster label fire no peer alert",
+		Name:        "control: the same series without the snippet's peer_group label fire no peer alert",
 		Interval:    promDuration(scrape.Interval),
-		InputSeries: scrapedSeries(scrape, target, samples, "cluster"),
+		InputSeries: scrapedSeries(scrape, target, samples, "peer_group"),
 	}
 	for _, at := range []time.Duration{pageAt, duration} {
 		for _, name := range peerAlerts {

@@ -29,7 +29,7 @@ const liveThrottleIOPS = 50
 // TestLivePeerGroupPagesTheFailingDisk (issue 31 item 5) runs the alerts live: three real
 // exporters, each probing a directory on its own loop-device ext4, one of the three
 // throttled by a blkio cgroup v1 (write IOPS) to a failing SSD's shape, all three one peer
-// group (the same target name, `cluster` set in the scrape config), and a real Prometheus 3
+// group (the same target name, `peer_group` set in the scrape config), and a real Prometheus 3
 // with the shipped rules (scrape and evaluation every 5 s; every `for:` as shipped). The
 // throttled member's critical page must fire within 10 minutes of the exporters' start,
 // nothing may fire for the other two (watched for the whole 10 minutes), and the firing
@@ -75,7 +75,7 @@ func TestLivePeerGroupPagesTheFailingDisk(t *testing.T) {
 		if i == 0 {
 			exporterStart = time.Now()
 		}
-		fmt.Fprintf(&sc, "      - targets: [%q]\n        labels: {instance: %q, cluster: live}\n", e.Addr, m)
+		fmt.Fprintf(&sc, "      - targets: [%q]\n        labels: {instance: %q, peer_group: live}\n", e.Addr, m)
 	}
 	res.Devices = devs
 	res.Throttled = throttled

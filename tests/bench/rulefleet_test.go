@@ -377,7 +377,10 @@ func fullLabels(name, job, instance, cluster string, ls []labels.Label) labels.L
 	b.Add("job", job)
 	b.Add("instance", instance)
 	if cluster != "" {
+		// Both: today's rules take a group's members by peer_group, those before issue 47 by
+		// cluster, and the cost is compared side by side on one fleet.
 		b.Add("cluster", cluster)
+		b.Add("peer_group", cluster)
 	}
 	for _, l := range ls {
 		b.Add(l.Name, l.Value)

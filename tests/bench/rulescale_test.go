@@ -36,7 +36,7 @@ const ruleScaleEnv = "DISKPROBE_BENCH_RULESCALE"
 // TestRuleScale measures what the rules cost a Prometheus 3 at fleet scale, in CPU seconds
 // of rule evaluation per minute: synthetic targets serving the series the real exporter
 // serves for one target with the default probes (names, labels, bucket edges from a scrape
-// of it), four targets a node, 30 % of nodes in peer groups of three (a `cluster` label), a
+// of it), four targets a node, 30 % of nodes in peer groups of three (`peer_group` and `cluster` labels), a
 // smartctl_exporter per node. Every window a rule reads is full: the history each series
 // needs (every selector's range, offset and lookback in the rule files, ruleFileWindows) is
 // written as a TSDB block with the writer promtool's backfill uses, from the same functions

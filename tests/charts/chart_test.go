@@ -473,7 +473,7 @@ func TestPeerGroupLabelsReachRulesAndDashboards(t *testing.T) {
 		t.Fatal("no PrometheusRule rendered")
 	}
 	rules, _ := json.Marshal(r.rule.Spec)
-	if strings.Contains(string(rules), "job, cluster, target") {
+	if strings.Contains(string(rules), "job, cluster, peer_group, target") {
 		t.Error("the PrometheusRule keeps the default peer group labels")
 	}
 	if !strings.Contains(string(rules), "by ("+labels+")") {
@@ -485,7 +485,7 @@ func TestPeerGroupLabelsReachRulesAndDashboards(t *testing.T) {
 			dashboards += v
 		}
 	}
-	if strings.Contains(dashboards, "job, cluster, target") || !strings.Contains(dashboards, labels) {
+	if strings.Contains(dashboards, "job, cluster, peer_group, target") || !strings.Contains(dashboards, labels) {
 		t.Error("the dashboards keep the default peer group labels")
 	}
 }
@@ -543,7 +543,7 @@ func TestChartValuesAreInTheReadme(t *testing.T) {
 }
 
 // TestPeerGroupsOnlyWhereALabelSaysSo: by default a series is a member of a group of peers only
-// with a non-empty cluster label, so the default install (the same target on every node) makes
+// with a non-empty peer_group label, so the default install (the same target on every node) makes
 // no fleet-wide group; the etcd preset's members are its etcd target (control planes only).
 func TestPeerGroupsOnlyWhereALabelSaysSo(t *testing.T) {
 	for _, c := range []struct {
@@ -551,8 +551,8 @@ func TestPeerGroupsOnlyWhereALabelSaysSo(t *testing.T) {
 		files     []string
 		want, not string
 	}{
-		{"defaults", nil, `cluster!=""`, `target="etcd"`},
-		{"etcd preset", []string{chartDir + "/values-etcd.yaml"}, `target="etcd"`, `cluster!=""`},
+		{"defaults", nil, `peer_group!=""`, `target="etcd"`},
+		{"etcd preset", []string{chartDir + "/values-etcd.yaml"}, `target="etcd"`, `peer_group!=""`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := render(t, "probe", c.files, nil)
@@ -563,7 +563,7 @@ func TestPeerGroupsOnlyWhereALabelSaysSo(t *testing.T) {
 			for _, g := range r.rule.Spec.Groups {
 				for _, rule := range g.Rules {
 					expr := rule.Expr.String()
-					if strings.Contains(expr, "diskprobe_fdatasync_duration_seconds") && strings.Contains(expr, "by (job, cluster, target, instance)") {
+					if strings.Contains(expr, "diskprobe_fdatasync_duration_seconds") && strings.Contains(expr, "by (job, cluster, peer_group, target, instance)") {
 						members++
 						if !strings.Contains(expr, c.want) || strings.Contains(expr, c.not) {
 							t.Errorf("%s: a peer member rule without %s:\n%s", g.Name, c.want, expr)

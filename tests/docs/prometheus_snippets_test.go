@@ -39,8 +39,8 @@ func userDocs(t *testing.T) map[string]string {
 // neither: the peer alerts, their page too, could never fire, and the fast pages were late.
 func TestPrometheusSnippetsMakePeerGroupsAndScrapeOftenEnough(t *testing.T) {
 	rules := read(t, "alerts/diskprobe.rules.yml")
-	if !strings.Contains(rules, `cluster!=""`) {
-		t.Fatal(`the peer rules no longer select members by cluster!="": update this test`)
+	if !strings.Contains(rules, `peer_group!=""`) {
+		t.Fatal(`the peer rules no longer select members by peer_group!="": update this test`)
 	}
 	seen := 0
 	for name, doc := range userDocs(t) {
@@ -73,8 +73,8 @@ func TestPrometheusSnippetsMakePeerGroupsAndScrapeOftenEnough(t *testing.T) {
 					t.Errorf("%s: job %s scrapes at %q (Prometheus's default 1m when empty); the 2-minute pages need 30s or less", name, sc.JobName, interval)
 				}
 				for _, st := range sc.StaticConfigs {
-					if len(st.Targets) >= 3 && st.Labels["cluster"] == "" {
-						t.Errorf("%s: job %s lists %d exporters with no cluster label: the peer rules (cluster!=\"\") make no group of them", name, sc.JobName, len(st.Targets))
+					if len(st.Targets) >= 3 && st.Labels["peer_group"] == "" {
+						t.Errorf("%s: job %s lists %d exporters with no peer_group label: the peer rules (peer_group!=\"\") make no group of them", name, sc.JobName, len(st.Targets))
 					}
 				}
 			}

@@ -131,7 +131,7 @@ func TestMixinConfigReachesTheRules(t *testing.T) {
 			if strings.Contains(rule["expr"].(string), selector) {
 				uses++
 			}
-			if strings.Contains(rule["expr"].(string), "job, cluster, target") {
+			if strings.Contains(rule["expr"].(string), "job, cluster, peer_group, target") {
 				t.Errorf("rule %v%v keeps the default peer group labels", rule["record"], rule["alert"])
 			}
 			if strings.Contains(rule["expr"].(string), "by (job, etcd_cluster, target)") {
@@ -158,7 +158,7 @@ func TestMixinConfigReachesTheRules(t *testing.T) {
 		t.Error("no rule groups peers by the configured _config.peerGroupLabels")
 	}
 	dashboards, _ := json.Marshal(out.Dashboards)
-	if strings.Contains(string(dashboards), "job, cluster, target") || !strings.Contains(string(dashboards), "on (job, etcd_cluster, target)") {
+	if strings.Contains(string(dashboards), "job, cluster, peer_group, target") || !strings.Contains(string(dashboards), "on (job, etcd_cluster, target)") {
 		t.Error("the dashboards' peer panels do not join on the configured _config.peerGroupLabels")
 	}
 }

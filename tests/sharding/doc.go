@@ -2,7 +2,7 @@
 // evaluates the rules beyond one Prometheus, and compares each alert's first firing with the
 // replay's own (Prometheus's rule manager and engine, in process):
 //
-//   - two Prometheus shards, each group of peers on one shard (hashmod of the cluster label):
+//   - two Prometheus shards, each group of peers on one shard (hashmod of the peer_group label):
 //     each shard's rules see only its own members, as a sharded Prometheus's do;
 //   - a group split across the two shards: the shards are real Prometheus 3 servers (the
 //     scenario's series backfilled with promtool tsdb create-blocks-from openmetrics), each

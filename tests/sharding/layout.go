@@ -10,7 +10,7 @@ import (
 )
 
 // layout lays several scenarios side by side in one store: scenario i at Offset(i) after the
-// replay's clock origin, its instance and cluster labels prefixed with Prefix(i). Scenarios
+// replay's clock origin, its instance and peer_group labels prefixed with Prefix(i). Scenarios
 // are a stride apart, the stride a day longer than the longest scenario, so that no window of
 // one (6 h at most) reaches into another's data; the prefixes keep the rules' `offset 1d` and
 // `offset 1w` baselines, which look back further, on the scenario's own series.
@@ -57,14 +57,14 @@ func (l *layout) series(i int, probing alertreplay.Probing, keep func(m alertrep
 	off := l.Offset(i).Milliseconds()
 	var out []alertreplay.Sampled
 	for _, s := range l.scenarios[i].Series(probing) {
-		m := alertreplay.Member{Instance: s.Labels.Get("instance"), Cluster: s.Labels.Get("cluster")}
+		m := alertreplay.Member{Instance: s.Labels.Get("instance"), Cluster: s.Labels.Get(alertreplay.GroupLabel)}
 		if keep != nil && !keep(m) {
 			continue
 		}
 		b := labels.NewBuilder(s.Labels)
 		b.Set("instance", l.Prefix(i)+m.Instance)
 		if m.Cluster != "" {
-			b.Set("cluster", l.Prefix(i)+m.Cluster)
+			b.Set(alertreplay.GroupLabel, l.Prefix(i)+m.Cluster)
 		}
 		ts := make([]int64, len(s.T))
 		for k, t := range s.T {

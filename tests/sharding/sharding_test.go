@@ -186,7 +186,7 @@ func TestShardingReport(t *testing.T) {
 		l.Cost = fmt.Sprintf("(%v here.)", time.Since(t0).Round(time.Second))
 		rep.Legs = append(rep.Legs, l)
 	}
-	local("two shards by cluster", "Two Prometheus shards, every group on one of them by `hashmod` of its `cluster` label (the sharded fleet's c0 on one shard, c1-c3 on the other), each shard evaluating the rule file on its own members only; the group scenarios put their one group on one shard.", byCluster)
+	local("two shards by peer group", "Two Prometheus shards, every group on one of them by `hashmod` of its `peer_group` label (the sharded fleet's c0 on one shard, c1-c3 on the other), each shard evaluating the rule file on its own members only; the group scenarios put their one group on one shard.", byCluster)
 	local("two shards, groups split", "Two Prometheus shards that cut the groups: in the group scenarios the member that turns bad (member-0) on one shard, its peers on the other; in the fleets by hashmod of the instance, as sharding by address does (which happened to keep the sharded fleet's c1, the failing member's group, on one shard and to cut c2 and c3, all healthy); each shard evaluating the rule file on its own members only.", func(m alertreplay.Member) int {
 		if strings.HasPrefix(m.Instance, "node-") {
 			return hashmod(m.Instance, 2)

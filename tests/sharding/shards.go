@@ -10,14 +10,14 @@ import (
 )
 
 // hashmod is Prometheus's relabel action hashmod on one source label's value (the last 8
-// bytes of its MD5, modulo n): the shard a `cluster` lands on with relabel_configs
-// `{source_labels: [cluster], modulus: n, target_label: __tmp_shard, action: hashmod}`.
+// bytes of its MD5, modulo n): the shard a group (its `peer_group`) lands on with relabel_configs
+// `{source_labels: [peer_group], modulus: n, target_label: __tmp_shard, action: hashmod}`.
 func hashmod(value string, n uint64) int {
 	sum := md5.Sum([]byte(value))
 	return int(binary.BigEndian.Uint64(sum[8:]) % n)
 }
 
-// byCluster is the sharding docs/alerts.md recommends: whole groups, by the cluster label.
+// byCluster is the sharding docs/alerts.md recommends: whole groups, by their peer_group label.
 func byCluster(m alertreplay.Member) int { return hashmod(m.Cluster, 2) }
 
 // fleetScenario is several groups at once, so that sharding by group has something to

@@ -314,7 +314,7 @@ func runThanos(t *testing.T, promBin, thanosBin string, lay *layout, probing ale
 	shards := make([][]alertreplay.Sampled, 2)
 	for i := range lay.scenarios {
 		for _, s := range lay.series(i, probing, nil) {
-			m := alertreplay.Member{Instance: lay.unprefix(i, s.Labels.Get("instance")), Cluster: lay.unprefix(i, s.Labels.Get("cluster"))}
+			m := alertreplay.Member{Instance: lay.unprefix(i, s.Labels.Get("instance")), Cluster: lay.unprefix(i, s.Labels.Get(alertreplay.GroupLabel))}
 			k := shardOf(m)
 			shards[k] = append(shards[k], s)
 		}

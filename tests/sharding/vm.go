@@ -150,7 +150,7 @@ func runVictoriaMetrics(t *testing.T, bin string, lay *layout, probing alertrepl
 				firing[i] = map[time.Time][]alertreplay.Active{}
 			}
 			firing[i][own] = append(firing[i][own], alertreplay.Active{Alert: line.Metric["alertname"], Severity: line.Metric["severity"],
-				Instance: lay.unprefix(i, line.Metric["instance"]), Cluster: lay.unprefix(i, line.Metric["cluster"])})
+				Instance: lay.unprefix(i, line.Metric["instance"]), Cluster: lay.unprefix(i, line.Metric[alertreplay.GroupLabel])})
 		}
 	}
 	for i, sc := range lay.scenarios {

@@ -86,8 +86,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $rules = replace "https://github.com/diskprobe/diskprobe_exporter/blob/main/docs/runbook.md" (trimSuffix "/" .) $rules }}
 {{- end }}
 {{- $rules = replace "job=~\".*diskprobe.*\"" .Values.diskprobeSelector $rules }}
-{{- $rules = replace "cluster!=\"\"" .Values.peerGroupSelector $rules }}
-{{- replace "job, cluster, target" .Values.peerGroupLabels $rules }}
+{{- $rules = replace "peer_group!=\"\"" .Values.peerGroupSelector $rules }}
+{{- replace "job, cluster, peer_group, target" .Values.peerGroupLabels $rules }}
 {{- end }}
 
 {{/* A map of labels as k=v, comma-separated, for NOTES.txt. */}}

@@ -13,7 +13,11 @@ type Sampled struct {
 	V      []float64
 }
 
-// Member names one of a scenario's exporters by its instance and cluster labels.
+// GroupLabel is the label that makes a simulated exporter a member of a group of peers (the
+// rules' peer_group; `cluster` names a Kubernetes cluster, which is not a group).
+const GroupLabel = "peer_group"
+
+// Member names one of a scenario's exporters by its instance and group (GroupLabel) labels.
 type Member struct{ Instance, Cluster string }
 
 // Members are the scenario's exporters, the disk first.

@@ -143,14 +143,14 @@ func Replay(ctx context.Context, sc *Scenario, ruleFiles []string, probing Probi
 
 // Options change where a replay's series live and where its rules are evaluated.
 type Options struct {
-	// Members, when set, keeps only the members it accepts (by instance and cluster label):
+	// Members, when set, keeps only the members it accepts (by instance and peer_group label):
 	// what one shard of a sharded Prometheus holds.
 	Members func(instance, cluster string) bool
 	// Query, when set, evaluates every rule's expression elsewhere (a Thanos querier over
 	// servers already holding the scenario's series, as Thanos Ruler does) instead of in the
 	// replay's own engine and TSDB, and Appendable then takes what the rules record. Offset
 	// moves the evaluation timestamps: the series live Offset later than the scenario's
-	// start. Instance and cluster labels then carry Prefix, removed from what is counted.
+	// start. Instance and peer_group labels then carry Prefix, removed from what is counted.
 	Query      rules.QueryFunc
 	Appendable storage.Appendable
 	Offset     time.Duration
@@ -265,7 +265,7 @@ func ReplayWith(ctx context.Context, sc *Scenario, ruleFiles []string, probing P
 					if a.State == rules.StateFiring {
 						firing = append(firing, Active{Alert: ar.Name(), Severity: a.Labels.Get("severity"),
 							Instance: strings.TrimPrefix(a.Labels.Get("instance"), opts.Prefix),
-							Cluster:  strings.TrimPrefix(a.Labels.Get("cluster"), opts.Prefix)})
+							Cluster:  strings.TrimPrefix(a.Labels.Get(GroupLabel), opts.Prefix)})
 					}
 				}
 			}

@@ -173,7 +173,7 @@ func newSeries(model string, m member) *series {
 	base := func(name string, kv ...string) labels.Labels {
 		kv = append([]string{"__name__", name, "job", job, "instance", m.instance}, kv...)
 		if m.cluster != "" {
-			kv = append(kv, "cluster", m.cluster)
+			kv = append(kv, GroupLabel, m.cluster)
 		}
 		return labels.FromStrings(kv...)
 	}

@@ -115,7 +115,7 @@ func (rs *RuleScale) Markdown() string {
 	w("a minute; unlike wall times, it does not depend on the machine's load.\n\n")
 	w("The fleet: synthetic targets serving the series the real exporter serves for one target with the default\n")
 	w("probes (names, labels, DESIGN.md's bucket edges from a scrape of it: histograms, context, CPU-wait,\n")
-	w("`diskprobe_target_info`), four targets a node, %.0f %% of nodes in peer groups of three (a `cluster` label;\n", rs.Clustered*100)
+	w("`diskprobe_target_info`), four targets a node, %.0f %% of nodes in peer groups of three (`peer_group` and `cluster` labels;\n", rs.Clustered*100)
 	w("the rest share target names without one, as the chart's default configuration does), and a smartctl_exporter per node\n")
 	w("(15 series a disk, serials matching). Latencies are lognormal (median 0.3-1.3 ms, one member in seven groups\n")
 	w("2.5x slower, every target 4x slower for 2 %% of every two hours). Scrape every %s, evaluation every %s.\n\n", rs.Scrape, rs.Eval)
