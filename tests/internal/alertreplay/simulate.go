@@ -17,6 +17,9 @@ type Phase struct {
 	Duration time.Duration
 	Latency  Distribution
 	Busy     float64 // diskprobe_device_busy_ratio: the device's busy share from others' I/O
+	// OtherIOPS is diskprobe_device_other_iops: others' I/Os a second on the device, what they
+	// ask of it (the busy ratio is that times how long the disk takes to serve them).
+	OtherIOPS float64
 	// CPUWait, when set, is how long each fdatasync's thread waits for a CPU on a starved host,
 	// added to its latency and counted in diskprobe_probe_cpu_wait_seconds_total.
 	CPUWait Distribution
@@ -193,6 +196,7 @@ func newSeries(model string, m member) *series {
 		base("diskprobe_probe_last_success_timestamp_seconds", "target", target, "probe", "fsync"),
 		base("diskprobe_probe_inflight_seconds", "target", target, "probe", "fsync"),
 		base("diskprobe_device_busy_ratio", "target", target),
+		base("diskprobe_device_other_iops", "target", target),
 		base("diskprobe_target_info", "target", target, "path", "/var/lib/etcd", "kind", "directory", "device", "sda", "model", model, "serial", m.serial, "rotational", "0"),
 		base("diskprobe_config_last_reload_successful"),
 		base("diskprobe_config_last_reload_success_timestamp_seconds"),
@@ -218,7 +222,7 @@ func (e *exporter) values(t time.Time, v []float64) []float64 {
 	return append(v, float64(e.count), float64(e.count), e.sum,
 		float64(e.count), float64(e.count)*writeSeconds, e.cpuWait,
 		float64(e.runs), 0, last,
-		e.inflight(t), e.phaseAt(t).Busy, 1,
+		e.inflight(t), e.phaseAt(t).Busy, e.phaseAt(t).OtherIOPS, 1,
 		1, float64(e.start.Unix()), 1)
 }
 
