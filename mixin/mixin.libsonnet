@@ -19,6 +19,9 @@ local defaultRunbook = 'https://github.com/diskprobe/diskprobe_exporter/blob/mai
 local defaultPeerGroupLabels = 'job, cluster, peer_group, target';
 // The label matcher that makes a series a member of a group of peers in the shipped rules.
 local defaultPeerGroupSelector = 'peer_group!=""';
+// The label matcher of the exporter's DaemonSets in kube-state-metrics' series (the inventory
+// DiskprobeDaemonSetIncomplete compares the scraped exporters with).
+local defaultDaemonSetSelector = 'daemonset=~".*diskprobe.*"';
 
 {
   _config+:: {
@@ -38,6 +41,10 @@ local defaultPeerGroupSelector = 'peer_group!=""';
     // `cluster`, which a multi-cluster Prometheus puts on every series), e.g. 'target="etcd"'
     // when one job's etcd targets are one cluster (per `cluster`), 'namespace!=""'.
     peerGroupSelector: defaultPeerGroupSelector,
+    // Which DaemonSets run the exporter, a PromQL label matcher on kube-state-metrics'
+    // kube_daemonset_status_* series, e.g. 'namespace="monitoring", daemonset="diskprobe-exporter"'.
+    // Without kube-state-metrics the alert has no series and is silent.
+    daemonSetSelector: defaultDaemonSetSelector,
     // Where each alert's runbook_url points: the runbook's URL, the alert's anchor appended,
     // e.g. 'https://git.example.com/ops/diskprobe/runbook.md' for a copy on your own wiki or Git
     // host (the runbook also ships in the .deb/.rpm as /usr/share/doc/diskprobe-exporter/runbook.md).
@@ -47,7 +54,7 @@ local defaultPeerGroupSelector = 'peer_group!=""';
   local cfg = self._config,
   local isAlert(r) = std.objectHas(r, 'alert'),
   local rule(r) =
-    r { expr: std.strReplace(std.strReplace(std.strReplace(r.expr, defaultSelector, cfg.diskprobeSelector), defaultPeerGroupLabels, cfg.peerGroupLabels), defaultPeerGroupSelector, cfg.peerGroupSelector) }
+    r { expr: std.strReplace(std.strReplace(std.strReplace(std.strReplace(r.expr, defaultSelector, cfg.diskprobeSelector), defaultPeerGroupLabels, cfg.peerGroupLabels), defaultPeerGroupSelector, cfg.peerGroupSelector), defaultDaemonSetSelector, cfg.daemonSetSelector) }
     + (if isAlert(r) && std.objectHas(cfg.alertFor, r.alert) then { 'for': cfg.alertFor[r.alert] } else {})
     + (if isAlert(r) && std.length(cfg.alertLabels) > 0 then { labels+: cfg.alertLabels } else {})
     + (if isAlert(r) && std.objectHas(r, 'annotations') && std.objectHas(r.annotations, 'runbook_url') then

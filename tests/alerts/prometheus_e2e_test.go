@@ -189,8 +189,8 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 // emptyByDesign tells the recording rules that one exporter on a healthy host leaves empty:
 // they need a group of 3 peers, smartctl_exporter, a starved host or a whole group slow
 // (alerts/tests/diskprobe.peers.test.yml fills them), the day before the last hour (the
-// day-back medians), or, for the CPU-wait share, a kernel with schedstat, which the
-// exporter's metrics say.
+// day-back medians), an exporter gone from its job (alerts/tests/diskprobe.exporters.test.yml),
+// or, for the CPU-wait share, a kernel with schedstat, which the exporter's metrics say.
 func emptyByDesign(name, metrics string) bool {
 	switch name {
 	case "instance:diskprobe_fdatasync_slowdown_vs_peers:ratio", "instance:diskprobe_fdatasync_slowdown_vs_peers:ratio_q40_2h",
@@ -198,7 +198,8 @@ func emptyByDesign(name, metrics string) bool {
 		"device:smartctl_device_media_errors:sampled5m", "device:smartctl_device_media_errors:increase1d",
 		"target:diskprobe_fsync_cpu_wait:ratio_rate5m_max10m", "target:diskprobe_commit_cpu_wait:ratio_rate5m_max10m",
 		"target_direction:diskprobe_sequential_throughput_bytes_per_second:median1d_offset1h",
-		"target:diskprobe_device_other_iops:avg1h_median1d_offset1h":
+		"target:diskprobe_device_other_iops:avg1h_median1d_offset1h",
+		"instance:diskprobe_exporter_gone:former_size", "instance:diskprobe_exporter_gone:since_timestamp":
 		return true
 	case "target:diskprobe_fsync_cpu_wait:ratio_rate5m", "target:diskprobe_commit_cpu_wait:ratio_rate5m", "target:diskprobe_fdatasync_host_starved:bool", "target:diskprobe_fdatasync_host_starved:min5m":
 		return !strings.Contains(metrics, "diskprobe_probe_cpu_wait_seconds_total")

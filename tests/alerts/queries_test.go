@@ -57,18 +57,23 @@ func metricNames(e parser.Expr) []string {
 // hardware alerts and on the target dashboard; absent, the rules behave as without them
 // (alerts/tests/diskprobe.peers.test.yml). node_exporter's diskstats, as Debian's
 // prometheus-node-exporter 1.5.0 exposes them (the end-to-end test scrapes it), for the
-// workload's own latency on the target dashboard.
+// workload's own latency on the target dashboard. kube-state-metrics' DaemonSet status, the
+// inventory DiskprobeDaemonSetIncomplete compares the running exporters with (absent: silent,
+// alerts/tests/diskprobe.exporters.test.yml).
 var otherExporters = map[string]bool{
-	"smartctl_device":                           true,
-	"smartctl_device_media_errors":              true,
-	"smartctl_device_critical_warning":          true,
-	"smartctl_device_available_spare":           true,
-	"smartctl_device_available_spare_threshold": true,
-	"smartctl_device_smart_status":              true,
-	"node_disk_read_time_seconds_total":         true,
-	"node_disk_reads_completed_total":           true,
-	"node_disk_write_time_seconds_total":        true,
-	"node_disk_writes_completed_total":          true,
+	"smartctl_device":                                true,
+	"smartctl_device_media_errors":                   true,
+	"smartctl_device_critical_warning":               true,
+	"smartctl_device_available_spare":                true,
+	"smartctl_device_available_spare_threshold":      true,
+	"smartctl_device_smart_status":                   true,
+	"node_disk_read_time_seconds_total":              true,
+	"node_disk_reads_completed_total":                true,
+	"node_disk_write_time_seconds_total":             true,
+	"node_disk_writes_completed_total":               true,
+	"kube_daemonset_status_desired_number_scheduled": true,
+	"kube_daemonset_status_number_available":         true,
+	"kube_daemonset_status_updated_number_scheduled": true,
 }
 
 // prometheusSeries are the series Prometheus makes itself: `up` for every scrape, and

@@ -417,6 +417,12 @@ func TestPrometheusRuleIsTheShippedRuleFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The one default the chart knows better than the file: DiskprobeDaemonSetIncomplete reads
+	// the release's own DaemonSet (daemonSetSelector empty).
+	if !bytes.Contains(data, []byte(`daemonset=~".*diskprobe.*"`)) || bytes.Contains(got, []byte(`daemonset=~\".*diskprobe.*\"`)) {
+		t.Errorf("the PrometheusRule does not select the release's DaemonSet in place of the file's daemonset=~\".*diskprobe.*\"")
+	}
+	data = bytes.ReplaceAll(data, []byte(`daemonset=~".*diskprobe.*"`), []byte(`namespace="monitoring", daemonset="probe-diskprobe-exporter"`))
 	var file monitoringv1.PrometheusRuleSpec
 	if err := sigsyaml.UnmarshalStrict(data, &file); err != nil {
 		t.Fatal(err)

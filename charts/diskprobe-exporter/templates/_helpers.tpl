@@ -78,8 +78,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* The rule file's text (alerts/diskprobe.rules.yml, copied into files/ by `make chart-files`)
-     with the values that adapt it applied: the runbook URL, the exporter's job selector and the
-     peer group labels and selector. The PrometheusRule and the rules ConfigMap hold the same rules. */}}
+     with the values that adapt it applied: the runbook URL, the exporter's job selector, the
+     peer group labels and selector, and the DaemonSet selector (default: this release's
+     DaemonSet). The PrometheusRule and the rules ConfigMap hold the same rules. */}}
 {{- define "diskprobe-exporter.rules" -}}
 {{- $rules := .Files.Get "files/diskprobe.rules.yml" }}
 {{- with .Values.prometheusRule.runbookUrlBase }}
@@ -87,6 +88,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- $rules = replace "job=~\".*diskprobe.*\"" .Values.diskprobeSelector $rules }}
 {{- $rules = replace "peer_group!=\"\"" .Values.peerGroupSelector $rules }}
+{{- $ds := .Values.daemonSetSelector | default (printf "namespace=%q, daemonset=%q" .Release.Namespace (include "diskprobe-exporter.fullname" .)) }}
+{{- $rules = replace "daemonset=~\".*diskprobe.*\"" $ds $rules }}
 {{- replace "job, cluster, peer_group, target" .Values.peerGroupLabels $rules }}
 {{- end }}
 
