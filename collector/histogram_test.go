@@ -54,8 +54,8 @@ func writeMetric(t *testing.T, m prometheus.Metric) *dto.Metric {
 }
 
 // bucketSets are the classic bucket sets the exporter's histograms use: LatencyBuckets
-// (fdatasync, read) and none (write: native buckets only).
-var bucketSets = map[string][]float64{"LatencyBuckets": LatencyBuckets, "native only": nil}
+// (fdatasync, read), CommitBuckets (commit) and none (write: native buckets only).
+var bucketSets = map[string][]float64{"LatencyBuckets": LatencyBuckets, "CommitBuckets": CommitBuckets, "native only": nil}
 
 func TestLatencyHistogramWritesWhatClientGolangWrites(t *testing.T) {
 	for name, buckets := range bucketSets {

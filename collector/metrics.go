@@ -12,8 +12,9 @@ import (
 
 const namespace = "diskprobe"
 
-// LatencyBuckets are the classic bucket edges of the fdatasync and read histograms: the
-// edges a rule, a panel or a verdict decides on, each exact rather than interpolated:
+// LatencyBuckets are the classic bucket edges of the fdatasync and read histograms (the
+// commit histogram has CommitBuckets): the edges a rule, a panel or a verdict decides on,
+// each exact rather than interpolated:
 // etcd's 10 ms (wal_fsync p99) and 25 ms (backend_commit p99) targets, the etcd-mixin's
 // 0.5 s and 1 s alerts, 100 ms (etcd's default heartbeat), 2.5 ms and 5 ms on the way to
 // 10 ms (the suspect-hardware alert's floors), and 100 µs and 1 ms, which tell NVMe from
@@ -22,6 +23,11 @@ const namespace = "diskprobe"
 // to scrape spends more on those series than on anything else (BENCHMARKS.md); the native
 // buckets (factor 1.1) carry the full resolution to a Prometheus that ingests them.
 var LatencyBuckets = []float64{100e-6, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1}
+
+// CommitBuckets are the commit histogram's: LatencyBuckets and 250 ms, the etcd-mixin's
+// etcdHighCommitDurations line (backend commit p99 over 0.25 s), so that its page counts the
+// commits over it instead of interpolating inside the 100-500 ms bucket.
+var CommitBuckets = []float64{100e-6, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.25, 0.5, 1}
 
 // NativeBucketFactor is the growth factor of the native histogram buckets asked for; the
 // schema that meets it is 3 (2^(1/8) ≈ 1.09), see LatencyVec.

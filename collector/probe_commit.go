@@ -12,7 +12,7 @@ func init() {
 				FileSize: c.FileSize, MinFree: w.target.Limits.MinFree})
 		},
 		metrics: func(m *Metrics) recorder {
-			commit := m.newLatency("commit_duration_seconds", "Time of each whole commit of the commit probe (its page writes, fdatasync, meta page write, fdatasync), as etcd's backend_commit times bbolt's commit.", LatencyBuckets)
+			commit := m.newLatency("commit_duration_seconds", "Time of each whole commit of the commit probe (its page writes, fdatasync, meta page write, fdatasync), as etcd's backend_commit times bbolt's commit.", CommitBuckets)
 			return func(target string, pr *probeRun) {
 				commit := commit.WithLabelValues(target)
 				pr.env.Observe = func(s probe.Sample) { commit.Observe(s.Duration.Seconds()) }

@@ -30,6 +30,11 @@ import (
 // contract".)
 var contractBuckets = []float64{0.0001, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1}
 
+// commitContractBuckets are the commit histogram's, as docs/metrics.md lists them: the
+// contract's and 250 ms, the etcd-mixin's etcdHighCommitDurations line that
+// DiskprobeCommitP99Critical counts commits over.
+var commitContractBuckets = []float64{0.0001, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.25, 0.5, 1}
+
 // histogramBuckets are the classic edges each latency histogram exposes.
 var histogramBuckets = map[string][]float64{
 	"diskprobe_fdatasync_duration_seconds": contractBuckets,
@@ -72,6 +77,9 @@ func TestFdatasyncSamplesAccumulateInTheContractBuckets(t *testing.T) {
 
 	if !slices.Equal(collector.LatencyBuckets, contractBuckets) {
 		t.Errorf("collector.LatencyBuckets = %v, docs/metrics.md lists %v", collector.LatencyBuckets, contractBuckets)
+	}
+	if !slices.Equal(collector.CommitBuckets, commitContractBuckets) {
+		t.Errorf("collector.CommitBuckets = %v, docs/metrics.md lists %v", collector.CommitBuckets, commitContractBuckets)
 	}
 	for _, name := range latencyHistograms {
 		fam, ok := f[name]

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/diskprobe/diskprobe_exporter/collector"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
 
@@ -24,7 +25,7 @@ import (
 
 // commitProbing is the commit probe's default (10 commits every 15 s, the runner's ±10 %
 // jitter) under a 15 s scrape.
-var commitProbing = Probing{Interval: 15 * time.Second, Ops: 10, Jitter: 0.1, Scrape: 15 * time.Second}
+var commitProbing = Probing{Interval: 15 * time.Second, Ops: 10, Jitter: 0.1, Scrape: 15 * time.Second, Buckets: collector.CommitBuckets}
 
 var commitMetric = regexp.MustCompile(`(^|[^:])diskprobe_commit_duration_seconds`)
 

@@ -1,6 +1,7 @@
 package alertreplay
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -39,7 +40,7 @@ func (s *Scenario) Series(probing Probing) []Sampled {
 	var buf []float64
 	for _, m := range s.members() {
 		exp := newExporter(m.seed, probing, m.phases, start)
-		ser := newSeries(s.Model, m)
+		ser := newSeries(s.Model, m, probing.edges())
 		first := len(out)
 		for _, l := range ser.labels {
 			out = append(out, Sampled{Labels: l})
@@ -49,13 +50,16 @@ func (s *Scenario) Series(probing Probing) []Sampled {
 			buf = exp.values(t, buf)
 			ms := t.UnixMilli()
 			for i, v := range buf {
+				if i == ser.skipped && exp.skipped == 0 {
+					continue // the exporter's series appears at the first skip
+				}
 				o := &out[first+i]
 				o.T = append(o.T, ms)
 				o.V = append(o.V, v)
 			}
 		}
 	}
-	return out
+	return slices.DeleteFunc(out, func(s Sampled) bool { return len(s.T) == 0 }) // a skip series never skipped
 }
 
 // EvalTimes are the replay's evaluation times: every evalEvery from Start to Start+Span, as Replay

@@ -214,7 +214,7 @@ func ReplayWith(ctx context.Context, sc *Scenario, ruleFiles []string, probing P
 	sers := make([]*series, len(members))
 	for i, m := range members {
 		exps[i] = newExporter(m.seed, probing, m.phases, start)
-		sers[i] = newSeries(sc.Model, m)
+		sers[i] = newSeries(sc.Model, m, probing.edges())
 	}
 	nextScrape := start
 	due := make([]time.Time, len(groups)) // each group's next evaluation

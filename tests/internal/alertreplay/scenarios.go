@@ -195,6 +195,12 @@ func Scenarios(lib Library, size Size) []*Scenario {
 		{Name: "healthy", Duration: baseline, Latency: sata, Busy: 0.08, OtherIOPS: 100},
 		{Name: "degrading", Duration: bad, Latency: WithStalls(lib.get("synthetic-sata-ssd"), 0.04, LogUniform{0.015, 0.030}),
 			Busy: 0.9, OtherIOPS: 100}}})
+	// And a healthy disk that freezes for 20 s every 2 minutes (the
+	// first freeze a minute into the phase). It is about one slow sync in 140; each freeze costs
+	// etcd its leader.
+	add(&Scenario{Name: "freezes: 20 s every 2 minutes on a healthy SSD", Onset: 1, Phases: []Phase{
+		{Name: "healthy", Duration: suddenLead, Latency: sata},
+		{Name: "freezing", Duration: bad, Latency: sata, Freeze: &Freeze{Every: 2 * time.Minute, For: 20 * time.Second, After: time.Minute}}}})
 	return out
 }
 
@@ -528,6 +534,18 @@ var Goals = []Goal{
 				return m + "; but " + strings.Join(hw, ", "), false
 			}
 			return m, true
+		},
+	},
+	{
+		Text:     "issue 47: a disk freezing 20 s every 2 minutes: critical within 10 min of the first freeze",
+		Scenario: func(n string) bool { return strings.HasPrefix(n, "freezes:") },
+		Judge: func(r *Result) (string, bool) {
+			d, name := firstAt(r, "critical")
+			if d < 0 {
+				return "no critical", false
+			}
+			// The onset is a minute before the first freeze.
+			return fmt.Sprintf("%s after the first freeze (%s)", minutes(d-time.Minute), name), d-time.Minute <= 10*time.Minute
 		},
 	},
 	{

@@ -23,6 +23,28 @@ type Phase struct {
 	// CPUWait, when set, is how long each fdatasync's thread waits for a CPU on a starved host,
 	// added to its latency and counted in diskprobe_probe_cpu_wait_seconds_total.
 	CPUWait Distribution
+	// Freeze, when set, stops the disk's I/O at times: a fdatasync issued during a freeze
+	// returns when the freeze ends.
+	Freeze *Freeze
+}
+
+// Freeze is a disk that stops answering For at a time, every Every, the first After the phase
+// starts (a backup's fsfreeze, a device reset, a path failover).
+type Freeze struct {
+	Every, For, After time.Duration
+}
+
+// until is when the freeze holding t ends, for a phase that started at start; the zero time
+// when t falls in no freeze.
+func (f *Freeze) until(start, t time.Time) time.Time {
+	d := t.Sub(start) - f.After
+	if d < 0 {
+		return time.Time{}
+	}
+	if in := d % f.Every; in < f.For {
+		return t.Add(f.For - in)
+	}
+	return time.Time{}
 }
 
 // Probing is the exporter's fsync probe as the simulation runs it.
@@ -31,6 +53,17 @@ type Probing struct {
 	Ops      int           // fdatasyncs a round
 	Jitter   float64       // ± share of Interval
 	Scrape   time.Duration
+	// Buckets are the histogram's classic edges: collector.LatencyBuckets when nil (the
+	// fdatasync histogram), collector.CommitBuckets for the commit probe.
+	Buckets []float64
+}
+
+// edges are p's classic bucket edges.
+func (p Probing) edges() []float64 {
+	if p.Buckets == nil {
+		return collector.LatencyBuckets
+	}
+	return p.Buckets
 }
 
 // DefaultProbing is the exporter's default fsync probe (config.Default(config.ProbeFsync), the runner's
@@ -49,12 +82,16 @@ type exporter struct {
 	nextRound time.Time
 	pending   []op // the current round's fdatasyncs not yet completed
 
-	buckets     []uint64 // per collector.LatencyBuckets edge, cumulative at scrape
+	buckets     []uint64 // per edge of probing.edges(), cumulative at scrape
 	count       uint64
 	sum         float64
 	cpuWait     float64 // diskprobe_probe_cpu_wait_seconds_total{probe="fsync"}
 	runs        uint64
 	lastSuccess time.Time
+	// skipped is diskprobe_probe_skipped_total{probe="fsync",reason="inflight"}: rounds that
+	// fell due while the previous one still ran. As in the exporter, its series appears at the
+	// first skip.
+	skipped uint64
 }
 
 type op struct {
@@ -74,7 +111,7 @@ func newExporter(seed uint64, p Probing, phases []Phase, start time.Time) *expor
 		phases:    phases,
 		start:     start,
 		nextRound: start.Add(time.Duration(rand.New(rand.NewPCG(seed, 1)).Float64() * float64(p.Interval))),
-		buckets:   make([]uint64, len(collector.LatencyBuckets)),
+		buckets:   make([]uint64, len(p.edges())),
 	}
 	t := start
 	for _, ph := range phases {
@@ -85,17 +122,32 @@ func newExporter(seed uint64, p Probing, phases []Phase, start time.Time) *expor
 }
 
 func (e *exporter) phaseAt(t time.Time) *Phase {
+	return &e.phases[e.phaseIndex(t)]
+}
+
+func (e *exporter) phaseIndex(t time.Time) int {
 	for i, end := range e.ends {
 		if t.Before(end) {
-			return &e.phases[i]
+			return i
 		}
 	}
-	return &e.phases[len(e.phases)-1]
+	return len(e.phases) - 1
+}
+
+// frozenUntil is when the freeze holding t ends, the zero time when the disk answers at t.
+func (e *exporter) frozenUntil(t time.Time) time.Time {
+	i := e.phaseIndex(t)
+	ph := &e.phases[i]
+	if ph.Freeze == nil {
+		return time.Time{}
+	}
+	return ph.Freeze.until(e.ends[i].Add(-ph.Duration), t)
 }
 
 // advance runs the probe up to t: rounds start on a jittered schedule, a round that falls
-// due while the previous one still runs is skipped (as the runner does), and each
-// fdatasync is counted when it completes.
+// due while the previous one still runs is skipped and counted (as the runner does), and
+// each fdatasync is counted when it completes. A fdatasync issued during a freeze returns
+// when the freeze ends (the syncs after it in the round are issued after the freeze).
 func (e *exporter) advance(t time.Time) {
 	for {
 		if len(e.pending) > 0 {
@@ -123,18 +175,25 @@ func (e *exporter) advance(t time.Time) {
 				w = ph.CPUWait.Sample(e.rng)
 				s += w
 			}
+			if until := e.frozenUntil(at); !until.IsZero() {
+				s += until.Sub(at).Seconds()
+			}
 			d := time.Duration((s + writeSeconds) * float64(time.Second))
 			e.pending = append(e.pending, op{start: at, end: at.Add(d), seconds: s, wait: w})
 			at = at.Add(d)
 		}
-		for !e.nextRound.After(at) { // due while the round runs: skipped
+		// The round's own due time, then every one that falls due while the round runs: skipped.
+		for due := 0; !e.nextRound.After(at); due++ {
+			if due > 0 {
+				e.skipped++
+			}
 			e.nextRound = e.nextRound.Add(time.Duration(float64(e.probing.Interval) * (1 - e.probing.Jitter + 2*e.probing.Jitter*e.rng.Float64())))
 		}
 	}
 }
 
 func (e *exporter) observe(s float64) {
-	for i, le := range collector.LatencyBuckets {
+	for i, le := range e.probing.edges() {
 		if s <= le {
 			e.buckets[i]++
 		}
@@ -164,6 +223,8 @@ type member struct {
 type series struct {
 	labels []labels.Labels
 	refs   []storage.SeriesRef
+	// skipped is the index of diskprobe_probe_skipped_total, left out until the first skip.
+	skipped int
 }
 
 const (
@@ -172,7 +233,7 @@ const (
 	target   = "disk"
 )
 
-func newSeries(model string, m member) *series {
+func newSeries(model string, m member, edges []float64) *series {
 	base := func(name string, kv ...string) labels.Labels {
 		kv = append([]string{"__name__", name, "job", job, "instance", m.instance}, kv...)
 		if m.cluster != "" {
@@ -181,7 +242,7 @@ func newSeries(model string, m member) *series {
 		return labels.FromStrings(kv...)
 	}
 	s := &series{}
-	for _, le := range collector.LatencyBuckets {
+	for _, le := range edges {
 		s.labels = append(s.labels, base("diskprobe_fdatasync_duration_seconds_bucket", "target", target, "le", formatLe(le)))
 	}
 	s.labels = append(s.labels,
@@ -201,7 +262,9 @@ func newSeries(model string, m member) *series {
 		base("diskprobe_config_last_reload_successful"),
 		base("diskprobe_config_last_reload_success_timestamp_seconds"),
 		base("up"),
+		base("diskprobe_probe_skipped_total", "target", target, "probe", "fsync", "reason", "inflight"),
 	)
+	s.skipped = len(s.labels) - 1
 	s.refs = make([]storage.SeriesRef, len(s.labels))
 	return s
 }
@@ -223,7 +286,8 @@ func (e *exporter) values(t time.Time, v []float64) []float64 {
 		float64(e.count), float64(e.count)*writeSeconds, e.cpuWait,
 		float64(e.runs), 0, last,
 		e.inflight(t), e.phaseAt(t).Busy, e.phaseAt(t).OtherIOPS, 1,
-		1, float64(e.start.Unix()), 1)
+		1, float64(e.start.Unix()), 1,
+		float64(e.skipped))
 }
 
 // scrape appends what a scrape at t reads.
@@ -232,6 +296,9 @@ func (e *exporter) scrape(app storage.Appender, s *series, t time.Time, buf []fl
 	buf = e.values(t, buf)
 	ms := t.UnixMilli()
 	for i, l := range s.labels {
+		if i == s.skipped && e.skipped == 0 {
+			continue // the exporter's series appears at the first skip
+		}
 		ref, err := app.Append(s.refs[i], l, ms, buf[i])
 		if err != nil {
 			return buf, err

@@ -2,6 +2,7 @@ package alertreplay
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,4 +47,33 @@ func TestSimulatedProbeKeepsTheExporterRate(t *testing.T) {
 			t.Errorf("syncs of %s: %d of %d in the top bucket", seconds(c.latency), e.buckets[i], e.count)
 		}
 	}
+}
+
+// A freeze catches the round issued during it: one sync returns when the freeze ends, the
+// rest of the round after it, and a round that falls due meanwhile is skipped and counted.
+// Freezes of 20 s every 2 minutes, at 15 s ±10 % rounds, catch one round each (one slow sync
+// a freeze, ~1 in 140) and skip a round only when the caught sync outlasts the next due time.
+func TestSimulatedFreezesSlowOneSyncAndSkipRounds(t *testing.T) {
+	e := newExporter(7, DefaultProbing, []Phase{{Duration: 2 * time.Hour, Latency: constant(0.002),
+		Freeze: &Freeze{Every: 2 * time.Minute, For: 20 * time.Second, After: time.Minute}}}, start)
+	var scrapesWithSkip int
+	for ts := start; !ts.After(start.Add(time.Hour)); ts = ts.Add(DefaultProbing.Scrape) {
+		before := e.skipped
+		e.advance(ts)
+		if e.skipped > before {
+			scrapesWithSkip++
+		}
+	}
+	i := slices.Index(collector.LatencyBuckets, 1)
+	slow := e.count - e.buckets[i]
+	if slow < 29 || slow > 30 { // 30 freezes in the hour, the last one's sync may still be out
+		t.Errorf("%d syncs over 1 s in an hour of 30 freezes, want one a freeze", slow)
+	}
+	if share := float64(slow) / float64(e.count); share > 0.01 {
+		t.Errorf("%.2f %% of syncs over 1 s: a freeze should be a share under every 1 %% line", 100*share)
+	}
+	if e.skipped == 0 || e.skipped > slow {
+		t.Errorf("%d rounds skipped for %d freezes: want some (a freeze outlasting the next due time), at most one a freeze", e.skipped, slow)
+	}
+	t.Logf("an hour: %d syncs, %d over 1 s, %d rounds skipped", e.count, slow, e.skipped)
 }
