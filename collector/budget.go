@@ -6,7 +6,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
-	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 // Budget is a target's hard rate limit: token buckets on operations per second and bytes
@@ -41,4 +40,3 @@ func (b *Budget) Wait(ctx context.Context, n int) error {
 func (b *Budget) WouldWait(n int) bool {
 	return b.ops.Tokens() < 1 || b.bytes.Tokens() < float64(n)
 }
-
