@@ -67,6 +67,11 @@ func TestConfigMakesNoSystemCall(t *testing.T) {
 			if !ok {
 				return true
 			}
+			if sel.Sel.Name == "New" {
+				// A probe.Kind's constructor opens its probe directory: config reads a
+				// kind's declaration and never builds one.
+				t.Errorf("%s uses .New: config must not build a probe kind", fset.Position(sel.Pos()))
+			}
 			x, ok := sel.X.(*ast.Ident)
 			if !ok || x.Obj != nil { // a local variable's field or method, not a package's
 				return true

@@ -15,7 +15,9 @@ import (
 // Phase is which system call, or run of calls, a Sample timed.
 type Phase uint8
 
-// The timed system calls.
+// The timed system calls. A phase's histogram is its kind's (Kind.Histograms), so a
+// value need only differ from the other phases of the same kind: a new kind may declare
+// its own in its file.
 const (
 	PhaseWrite     Phase = iota // write(2) of the fsync probe, before its fdatasync
 	PhaseFdatasync              // fdatasync(2) of the fsync probe
