@@ -107,11 +107,16 @@ func (s *ReadSource) check() error {
 	return err
 }
 
-// follow makes the reads' descriptor the filler's file once it is prepared.
+// follow makes the reads' descriptor the filler's file once it is prepared. It writes
+// only a change: check's jobs run it side by side on one prepared file (RunQueue), as
+// they read it, and the check alone must not race.
 func (s *ReadSource) follow() {
-	s.fd = -1
+	fd := -1
 	if s.fill.prepared {
-		s.fd = s.fill.file.fd
+		fd = s.fill.file.fd
+	}
+	if s.fd != fd {
+		s.fd = fd
 	}
 }
 
