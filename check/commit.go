@@ -74,8 +74,8 @@ func (r *runner) commit(ctx context.Context, scratch string) error {
 		}
 		return float64(n) / float64(ops), fmt.Sprintf("%d/%d commits", n, ops)
 	})
-	// The rounds before the file is full write it, a step each (ErrNotPrepared); the
-	// one that fills it then commits.
+	// The rounds until the file is ready write it, a step each (ErrNotPrepared); the
+	// round after the one that finished it commits.
 	var res probe.Result
 	for {
 		res, err = p.Round(ctx, env)

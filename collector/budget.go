@@ -6,7 +6,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
-	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 // Budget is a target's hard rate limit: token buckets on operations per second and bytes
@@ -40,19 +39,4 @@ func (b *Budget) Wait(ctx context.Context, n int) error {
 // read their thread's CPU wait before a wait that is not a disk's.
 func (b *Budget) WouldWait(n int) bool {
 	return b.ops.Tokens() < 1 || b.bytes.Tokens() < float64(n)
-}
-
-func largestBlock(t *config.Target) int {
-	var n int64
-	for name, c := range t.Probe {
-		n = max(n, c.BlockSize)
-		// Preparation writes the read probe file in 1 MiB blocks.
-		if t.Kind == config.KindDirectory && config.LookupProbe(name).ReadsSource {
-			n = max(n, 1<<20)
-		}
-		if name == config.ProbeCommit {
-			n = max(n, probe.CommitFillBlock) // its file is filled once in blocks of this size
-		}
-	}
-	return int(n)
 }

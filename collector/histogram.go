@@ -15,7 +15,7 @@ import (
 )
 
 // LatencyVec is the histogram vector, one child per target, with classic buckets of its
-// own (LatencyBuckets, or none) and native buckets of schema 3 (growth 2^(1/8) ≈ 1.09, the schema client_golang picks
+// own (its kind's, probe.Histogram.Buckets, or none) and native buckets of schema 3 (growth 2^(1/8) ≈ 1.09, the schema client_golang picks
 // for NativeBucketFactor 1.1), exposing exactly what a client_golang HistogramVec with
 // those options exposes.
 //

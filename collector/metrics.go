@@ -7,27 +7,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
-	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 const namespace = "diskprobe"
 
-// LatencyBuckets are the classic bucket edges of the fdatasync and read histograms (the
-// commit histogram has CommitBuckets): the edges a rule, a panel or a verdict decides on,
-// each exact rather than interpolated:
-// etcd's 10 ms (wal_fsync p99) and 25 ms (backend_commit p99) targets, the etcd-mixin's
-// 0.5 s and 1 s alerts, 100 ms (etcd's default heartbeat), 2.5 ms and 5 ms on the way to
-// 10 ms (the suspect-hardware alert's floors), and 100 µs and 1 ms, which tell NVMe from
-// SATA from spinning disks. etcd's own buckets start at 1 ms and cannot see an SSD.
-// Every edge costs a series per target and per histogram, and a Prometheus with 64 targets
-// to scrape spends more on those series than on anything else (BENCHMARKS.md); the native
-// buckets (factor 1.1) carry the full resolution to a Prometheus that ingests them.
-var LatencyBuckets = []float64{100e-6, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1}
+// LatencyBuckets are the classic bucket edges the probe kinds' histograms share
+// (probe.LatencyBuckets says why each edge is there).
+var LatencyBuckets = probe.LatencyBuckets
 
-// CommitBuckets are the commit histogram's: LatencyBuckets and 250 ms, the etcd-mixin's
-// etcdHighCommitDurations line (backend commit p99 over 0.25 s), so that its page counts the
-// commits over it instead of interpolating inside the 100-500 ms bucket.
-var CommitBuckets = []float64{100e-6, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.25, 0.5, 1}
+// CommitBuckets are the commit histogram's (probe.CommitBuckets says why).
+var CommitBuckets = probe.CommitBuckets
 
 // NativeBucketFactor is the growth factor of the native histogram buckets asked for; the
 // schema that meets it is 3 (2^(1/8) ≈ 1.09), see LatencyVec.
@@ -37,7 +27,7 @@ const NativeBucketFactor = 1.1
 // a reload deletes the series of targets that went away, so counters of targets that
 // stay are never reset.
 type Metrics struct {
-	recorders map[string]recorder // by probe kind; each kind's own metrics are in all
+	kinds map[string]kindMetrics // by probe kind: its latency vectors, which are in all too
 
 	seqBytes, seqDuration *prometheus.CounterVec
 	seqThroughput         *prometheus.GaugeVec
@@ -63,7 +53,7 @@ type Metrics struct {
 // Skip reasons of diskprobe_probe_skipped_total.
 const (
 	SkipInflight     = "inflight"       // the previous round of the probe had not finished
-	SkipPreparing    = "preparing"      // the read probe file, or the commit probe's, is still being written
+	SkipPreparing    = "preparing"      // the probe's file (the read probe file, the commit probe's) is still being written
 	SkipLowFreeSpace = "low_free_space" // free space under limits.min_free
 )
 
@@ -71,7 +61,7 @@ const (
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	tp := []string{"target", "probe"}
 	m := &Metrics{
-		recorders: map[string]recorder{},
+		kinds: map[string]kindMetrics{},
 		seqBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sequential_bytes_total",
 			Help: "Bytes moved by the sequential probes."}, []string{"target", "direction"}),
 		seqDuration: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sequential_duration_seconds_total",
@@ -112,18 +102,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.inflight,
 		versioncollector.NewCollector("diskprobe_exporter"),
 	}
-	for _, k := range config.ProbeKinds {
-		m.recorders[k.Name] = probeKinds[k.Name].metrics(m)
-	}
+	m.newKindMetrics()
 	reg.MustRegister(m.all...)
 	return m
-}
-
-// newLatency makes a probe kind's own latency vector (see NewLatencyVec) and adds it to m.
-func (m *Metrics) newLatency(name, help string, buckets []float64) *LatencyVec {
-	v := NewLatencyVec(name, help, buckets)
-	m.all = append(m.all, v)
-	return v
 }
 
 // SetReload records the outcome of a configuration load.

@@ -74,24 +74,18 @@ func (p *observingProber) Close() error { return nil }
 // rare here: TestLatencyHistogramScrapesAreConsistentUnderObservation is the one for that.
 func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 	hold := make(chan struct{})
-	saved := map[string]probeKind{}
-	for name, kind := range probeKinds {
-		saved[name] = kind
-		kind.build = func(r *worker, _ *config.ProbeConfig) (probe.Prober, error) {
-			if r.target.Name == "stuck" {
-				return &observingProber{ops: 1, hold: hold}, nil
-			}
-			return &observingProber{ops: 5}, nil
+	saved := build
+	build = func(r *worker, _ *probe.Kind, _ *config.ProbeConfig) (probe.Prober, error) {
+		if r.target.Name == "stuck" {
+			return &observingProber{ops: 1, hold: hold}, nil
 		}
-		probeKinds[name] = kind
+		return &observingProber{ops: 5}, nil
 	}
 	var released sync.Once
 	release := func() { released.Do(func() { close(hold) }) }
 	t.Cleanup(func() {
 		release() // let the abandoned worker of the stuck target finish
-		for name, kind := range saved {
-			probeKinds[name] = kind
-		}
+		build = saved
 	})
 
 	reg := prometheus.NewRegistry()

@@ -58,9 +58,9 @@ func checkTarget(file string, t *config.Target, dev device.Info, devErr error) e
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, t.FieldError(file, field, format, args...))
 	}
-	var direct []*config.ProbeKind // the enabled probes that open with O_DIRECT
-	syncs, reads := false, false   // what a memory filesystem would make meaningless
-	for _, k := range config.ProbeKinds {
+	var direct []*probe.Kind     // the enabled probes that open with O_DIRECT
+	syncs, reads := false, false // what a memory filesystem would make meaningless
+	for _, k := range config.ProbeKinds() {
 		if t.Probe[k.Name] == nil {
 			continue
 		}

@@ -24,12 +24,10 @@ import (
 // once the operation returns, after which the new runner probes.
 func TestReloadThatChangesAStuckTargetKeepsReportingItStuck(t *testing.T) {
 	hold := make(chan struct{})
-	saved := probeKinds[config.ProbeFsync]
-	held := saved
-	held.build = func(*worker, *config.ProbeConfig) (probe.Prober, error) {
+	saved := build
+	build = func(*worker, *probe.Kind, *config.ProbeConfig) (probe.Prober, error) {
 		return &observingProber{ops: 1, hold: hold}, nil
 	}
-	probeKinds[config.ProbeFsync] = held
 	released := false
 	release := func() {
 		if !released {
@@ -39,7 +37,7 @@ func TestReloadThatChangesAStuckTargetKeepsReportingItStuck(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		release()
-		probeKinds[config.ProbeFsync] = saved
+		build = saved
 	})
 
 	reg := prometheus.NewRegistry()

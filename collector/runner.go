@@ -84,23 +84,21 @@ type probeRun struct {
 	interval time.Duration
 	config   *config.ProbeConfig
 	build    func(w *worker, c *config.ProbeConfig) (probe.Prober, error)
-	env      probe.Env
+	env      probe.Env // its Observe records samples into the kind's histograms (Metrics.record)
 
 	runs, errs, ioOps, ioBytes prometheus.Counter
 	lastSuccess                prometheus.Gauge
-	onSuccess                  func(probe.Result) // set by the kind's recorder, when its rounds add up
+	throughput                 *throughput // where its successful rounds add up, for a kind that has one
 	// skip counts a round not run, by reason. Its series come into being at the first
 	// skip rather than at 0: rounds are rarely skipped, and three reasons per probe that
 	// stay 0 were a tenth of every scrape.
 	skip func(reason string)
 
-	// pending: a round is queued or running. The schedule loop sets it as it hands the
-	// round over, the worker clears it when the round ends.
+	// pending: a scheduled round is queued or running. The schedule loop sets it as it
+	// hands the round over, the worker clears it when the round ends; the preparation
+	// steps the worker takes between rounds (worker.preparing) leave it alone.
 	pending atomic.Bool
 	status  probeStatus
-	// filling: the probe's file of its own is being filled (worker.fillingOwn); the
-	// worker's alone.
-	filling bool
 }
 
 // probeStatus is how a probe's rounds end, for /-/ready (brokenBy): the worker writes it.
@@ -135,8 +133,10 @@ func newRunner(sh *shared, file string, pt planned, predecessor *runner) *runner
 	now := sh.clock.Now()
 	m := sh.metrics
 	for i, name := range names {
+		kind := config.LookupProbe(name)
 		pr := &probeRun{
-			name: name, index: int32(i), interval: t.Interval(name), config: t.Probe[name], build: probeKinds[name].build,
+			name: name, index: int32(i), interval: t.Interval(name), config: t.Probe[name],
+			build:       func(w *worker, c *config.ProbeConfig) (probe.Prober, error) { return build(w, kind, c) },
 			env:         probe.Env{Budget: budget, Inflight: &r.status.inflight, Notice: r.worker.notice},
 			runs:        m.runs.WithLabelValues(t.Name, name),
 			errs:        m.errors.WithLabelValues(t.Name, name),
@@ -145,7 +145,7 @@ func newRunner(sh *shared, file string, pt planned, predecessor *runner) *runner
 			lastSuccess: m.lastSuccess.WithLabelValues(t.Name, name),
 			skip:        func(reason string) { r.unlessRetired(func() { m.skipped.WithLabelValues(t.Name, name, reason).Inc() }) },
 		}
-		m.recorders[name](t.Name, pr)
+		m.record(kind, t.Name, pr)
 		r.probes = append(r.probes, pr)
 		// Start soon, staggered, so a new target shows samples within seconds.
 		r.loop.next = append(r.loop.next, now.Add(time.Duration(rand.Int64N(int64(min(pr.interval, 2*time.Second))))))

@@ -547,7 +547,7 @@ func TestCommitRoundSkippedWhileItsFileFillsRunsOnceItIsFull(t *testing.T) {
 	if commits != 3 {
 		t.Errorf("diskprobe_commit_duration_seconds counted %d commits, want the round's 3", commits)
 	}
-	wantOps := float64((20<<20-probe.HeaderSize+probe.CommitFillBlock-1)/probe.CommitFillBlock + 3*(c.Pages+3))
+	wantOps := float64((20<<20-probe.HeaderSize+probe.FillBlock-1)/probe.FillBlock + 3*(c.Pages+3))
 	if ops := testutil.ToFloat64(m.ioOps.WithLabelValues("data", "commit")); ops != wantOps {
 		t.Errorf("%v operations counted, want %v: the filling's writes and three commits' writes and fdatasyncs", ops, wantOps)
 	}

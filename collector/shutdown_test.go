@@ -24,17 +24,15 @@ import (
 func heldScheduler(t *testing.T) (s *Scheduler, m *Metrics, release func()) {
 	t.Helper()
 	hold := make(chan struct{})
-	saved := probeKinds[config.ProbeFsync]
-	held := saved
-	held.build = func(*worker, *config.ProbeConfig) (probe.Prober, error) {
+	saved := build
+	build = func(*worker, *probe.Kind, *config.ProbeConfig) (probe.Prober, error) {
 		return &observingProber{ops: 1, hold: hold}, nil
 	}
-	probeKinds[config.ProbeFsync] = held
 	var once sync.Once
 	release = func() { once.Do(func() { close(hold) }) }
 	t.Cleanup(func() {
 		release()
-		probeKinds[config.ProbeFsync] = saved
+		build = saved
 	})
 	m = NewMetrics(prometheus.NewRegistry())
 	s = NewScheduler(m, device.Paths{}, RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -27,60 +27,42 @@ type worker struct {
 
 	probers []probe.Prober // by probe index, built by the probe's first round
 	lastErr []string       // by probe index: the error last logged, "" since a success
-	reads   sharedReads    // the read probes' file or device, and its preparation
-	// filling are the probes that fill a file of their own in steps (commit), whose last
-	// round returned ErrNotPrepared: their next step runs between rounds, as the read
-	// file's do, not an interval later.
-	filling     []*probeRun
-	noticed     map[string]bool // notices from the probes, logged once each
-	contextMark contextMark     // where device context was last published
+	reads   sharedReads    // the read probes' file or device
+	// preparing are the probes whose last round was a step of their file's preparation
+	// (ErrNotPrepared), by probe index: the worker runs their next rounds between the
+	// scheduled ones until one probes (preparation.go).
+	preparing   []*probeRun
+	logged      map[string]float64 // by probe file: the preparation's progress last logged
+	noticed     map[string]bool    // notices from the probes, logged once each
+	contextMark contextMark        // where device context was last published
 }
 
 func (w *worker) run() {
 	defer close(w.r.workerDone)
 	defer w.close()
-	for pr := w.next(); pr != nil; pr = w.next() {
-		w.round(pr)
+	for pr, scheduled := w.next(); pr != nil; pr, scheduled = w.next() {
+		w.round(pr, scheduled)
 	}
 }
 
-// next waits for the next round to run, taking bounded steps of the read probe file's
-// preparation while none is due; nil once the runner is halted.
-func (w *worker) next() *probeRun {
-	r, f := w.r, &w.reads
-	for r.ctx.Err() == nil {
-		if pr := f.nextWaiting(); pr != nil {
-			return pr
-		}
-		if len(w.filling) > 0 {
-			select {
-			case pr := <-r.work:
-				return pr
-			default:
-			}
-			pr := w.filling[0]
-			w.filling = w.filling[1:]
-			if pr.pending.CompareAndSwap(false, true) { // else a round is queued already
-				return pr
-			}
-			continue
-		}
-		if !f.unfinished() {
-			select {
-			case pr := <-r.work:
-				return pr
-			case <-r.ctx.Done():
-				return nil
-			}
-		}
-		select {
-		case pr := <-r.work:
-			return pr
-		default:
-			w.prepareStep()
-		}
+// next waits for the next round to run: a scheduled one (scheduled), else, while a probe
+// is preparing its file, that probe's next step; nil once the runner is halted.
+func (w *worker) next() (pr *probeRun, scheduled bool) {
+	r := w.r
+	select {
+	case pr := <-r.work:
+		return pr, true
+	default:
 	}
-	return nil
+	if len(w.preparing) > 0 && r.ctx.Err() == nil {
+		return w.preparing[0], false
+	}
+	select {
+	case pr := <-r.work:
+		return pr, true
+	case <-r.ctx.Done():
+		return nil, false
+	}
 }
 
 func (w *worker) close() {
@@ -92,10 +74,14 @@ func (w *worker) close() {
 	w.reads.close()
 }
 
-// round runs one round of a probe.
-func (w *worker) round(pr *probeRun) {
+// round runs one round of a probe: a scheduled one, or a step of its file's preparation
+// between them.
+func (w *worker) round(pr *probeRun, scheduled bool) {
 	r := w.r
-	defer pr.pending.Store(false)
+	if scheduled {
+		defer pr.pending.Store(false)
+	}
+	w.stopPreparing(pr) // until the round says otherwise
 	if !r.status.resolved.Load() {
 		if err := w.resolve(pr); err != nil {
 			if r.ctx.Err() == nil {
@@ -109,10 +95,6 @@ func (w *worker) round(pr *probeRun) {
 		pr.runs.Inc()
 		w.fail(pr, err)
 		return
-	}
-	var moved *filesystemChangedError
-	if errors.As(w.reads.err, &moved) {
-		w.reads.err = nil // back on its filesystem: preparation may go on
 	}
 	if w.probers[pr.index] == nil {
 		var (
@@ -135,14 +117,10 @@ func (w *worker) round(pr *probeRun) {
 		return // shutting down
 	}
 	w.account(pr, res)
-	if !errors.Is(err, probe.ErrNotPrepared) {
-		pr.filling = false
-	}
+	w.logFilling(res.Filling)
 	switch {
-	case errors.Is(err, probe.ErrNotPrepared) && !config.LookupProbe(pr.name).ReadsSource:
-		w.fillingOwn(pr)
 	case errors.Is(err, probe.ErrNotPrepared):
-		w.notPrepared(pr)
+		w.prepared(pr, scheduled)
 	case errors.Is(err, probe.ErrLowFreeSpace):
 		pr.skip(SkipLowFreeSpace)
 		w.noteError(pr, err, slog.LevelWarn)
@@ -156,8 +134,8 @@ func (w *worker) round(pr *probeRun) {
 		pr.runs.Inc()
 		r.status.worked.Store(true)
 		pr.ended(nil)
-		if pr.onSuccess != nil {
-			pr.onSuccess(res)
+		if pr.throughput != nil {
+			pr.throughput.add(res)
 		}
 		if w.lastErr[pr.index] != "" {
 			r.logger.Info("probe recovered", "probe", pr.name)

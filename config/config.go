@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 // Kind is what a target's path is. The values are the `kind` label of diskprobe_target_info.
@@ -35,7 +37,7 @@ type Target struct {
 	// is then only stat'ed: a directory of the exporter's own beside another program's data
 	// directory, on the same filesystem. Absolute, cleaned.
 	ProbeDir string
-	Kind     Kind // set by Resolve, from the path on disk
+	Kind     Kind // what the path is on disk: set by SetKind (AssumedDirectory until the path answers)
 	Line     int  // line of the target in the file, for errors found after parsing
 	Index    int  // position in the file's list of targets, for errors: targets[Index]
 	// Lines are the lines of the fields the file gives, by their name under the target
@@ -43,7 +45,7 @@ type Target struct {
 	// later, on disk, names the line of the field at fault (see FieldError).
 	Lines map[string]int
 
-	// Probe holds the enabled probes by kind name (see ProbeKinds); Resolve fills in the
+	// Probe holds the enabled probes by kind name (see probe.Kinds); SetKind fills in the
 	// target kind's defaults when the file names none.
 	Probe  map[string]*ProbeConfig
 	Limits Limits
@@ -103,7 +105,7 @@ func (t *Target) FieldError(file, field, format string, args ...any) *Error {
 // ProbeNames returns the names of the probes enabled on the target, in scheduling order.
 func (t *Target) ProbeNames() []string {
 	var out []string
-	for _, k := range ProbeKinds {
+	for _, k := range probe.Kinds() {
 		if t.Probe[k.Name] != nil {
 			out = append(out, k.Name)
 		}
@@ -118,13 +120,13 @@ func (t *Target) Interval(probe string) time.Duration { return t.Probe[probe].In
 // probes that read it.
 func (t *Target) ReadFileSize() int64 {
 	var n int64
-	for _, k := range ProbeKinds {
+	for _, k := range probe.Kinds() {
 		if c := t.Probe[k.Name]; c != nil && k.ReadsSource {
 			n = max(n, c.FileSize)
 		}
 	}
 	if n == 0 {
-		return defaultReadFileSize
+		return probe.DefaultReadFileSize
 	}
 	return n
 }

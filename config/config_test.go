@@ -195,7 +195,7 @@ func TestAProbeTakesExactlyTheFieldsItHasADefaultFor(t *testing.T) {
 	if n := reflect.TypeOf(ProbeConfig{}).NumField(); n != len(fields) {
 		t.Fatalf("ProbeConfig has %d fields, this test knows %d", n, len(fields))
 	}
-	for _, k := range ProbeKinds {
+	for _, k := range ProbeKinds() {
 		for _, f := range fields {
 			body := fmt.Sprintf("targets:\n  - name: a\n    path: /tmp\n    %s: {%s: %s}\n", k.Name, f.key, f.value)
 			cfg, err := Parse([]byte(body), "diskprobe.yml")

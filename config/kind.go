@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+
+	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 // AssumedDirectory is t as it is probed while its path has not answered yet: with the
@@ -27,7 +29,7 @@ func (t *Target) SetKind(file string, kind Kind) error {
 	if t.ProbeDir != "" {
 		errs = append(errs, t.FieldError(file, "probe_dir", "%v", ProbeDirRefusedOn(kind, t.Path)))
 	}
-	for _, k := range ProbeKinds {
+	for _, k := range probe.Kinds() {
 		if k.Writes && t.Probe[k.Name] != nil {
 			errs = append(errs, t.FieldError(file, k.Name, "%s is a block device: write probes are refused on block devices (the exporter never writes to a device); point %s at a directory on it instead", t.Path, k.Name))
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
+	"github.com/diskprobe/diskprobe_exporter/probe"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 )
@@ -231,7 +232,7 @@ func (p *parser) target(n *yaml.Node, index int, baseDir string) (Target, bool) 
 				return false
 			}
 			c := k.Defaults // the file's keys overwrite the defaults; the checks see both
-			p.probeFields(val, f, &c, k.Defaults)
+			p.probeFields(val, f, &c, k)
 			if t.Probe == nil {
 				t.Probe = map[string]*ProbeConfig{}
 			}
@@ -281,43 +282,45 @@ func (p *parser) str(n *yaml.Node, field string) string {
 	return n.Value
 }
 
-// probeFields reads the keys a probe may have into c, which holds the kind's defaults.
-// takes says which keys those are: a kind takes exactly the fields whose default is not
-// zero (defaults.go says why), and any other key is an unknown field.
-func (p *parser) probeFields(n *yaml.Node, field string, c *ProbeConfig, takes ProbeConfig) {
+// probeFields reads the keys of a probe of kind k into c, which holds the kind's
+// defaults: the keys the kind lists (probe.Kind.Keys); any other key is an unknown field.
+func (p *parser) probeFields(n *yaml.Node, field string, c *ProbeConfig, k *probe.Kind) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // `fsync:` with nothing after it: on, with defaults
 	}
-	p.mapping(n, field, func(key string, k, val *yaml.Node) bool {
+	p.mapping(n, field, func(key string, _, val *yaml.Node) bool {
+		if !k.Takes(key) {
+			return false
+		}
 		f := join(field, key)
-		switch {
-		case key == "interval" && takes.Interval != 0:
+		switch key {
+		case "interval":
 			if d, ok := p.duration(val, f); ok {
 				if d < time.Second {
 					p.errorf(val, f, "must be at least 1s, got %s", val.Value)
 				}
 				c.Interval = d
 			}
-		case key == "ops" && takes.Ops != 0:
+		case "ops":
 			if i, ok := p.count(val, f); ok {
 				c.Ops = i
 			}
-		case key == "bytes" && takes.Bytes != 0:
+		case "bytes":
 			if s, ok := p.size(val, f); ok {
 				c.Bytes = s
 			}
-		case key == "block_size" && takes.BlockSize != 0:
+		case "block_size":
 			if s, ok := p.size(val, f); ok {
 				if s > MaxBlockSize {
 					p.errorf(val, f, "must be at most 64MiB, got %s", val.Value)
 				}
 				c.BlockSize = s
 			}
-		case key == "file_size" && takes.FileSize != 0:
+		case "file_size":
 			if s, ok := p.size(val, f); ok {
 				c.FileSize = s
 			}
-		case key == "pages" && takes.Pages != 0:
+		case "pages":
 			if i, ok := p.count(val, f); ok {
 				c.Pages = i
 			}
@@ -438,11 +441,9 @@ func ParseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// FormatSize writes a byte count the way the config takes it.
-// size.Exact without its space or a bare B: "4KiB", "2300", which ParseSize reads back.
-func FormatSize(n int64) string {
-	return strings.ReplaceAll(strings.TrimSuffix(bytesize.Exact(n), " B"), " ", "")
-}
+// FormatSize writes a byte count the way the config takes it: "4KiB", "2300", which
+// ParseSize reads back (bytesize.Config).
+func FormatSize(n int64) string { return bytesize.Config(n) }
 
 // checkProbes checks the probes a target will run, whichever kind its path turns out to
 // be: the ones it names, or the default ones of a directory and of a block device when it
@@ -457,7 +458,7 @@ func (p *parser) checkProbes(t *Target) {
 	}
 	for _, kind := range []Kind{KindDirectory, KindBlockDevice} {
 		probes := t.probesFor(kind)
-		for _, k := range ProbeKinds {
+		for _, k := range probe.Kinds() {
 			c := probes[k.Name]
 			if c == nil {
 				continue

@@ -25,8 +25,11 @@ func TestConfigMakesNoSystemCall(t *testing.T) {
 		"github.com/diskprobe/diskprobe_exporter/internal/bytesize": all,
 		"path/filepath":                                             {"Base": true, "Clean": true, "Dir": true, "IsAbs": true, "Join": true, "Separator": true},
 		"time":                                                      {"Duration": true, "Second": true, "Minute": true, "Hour": true, "Millisecond": true, "ParseDuration": true},
-		// Constants only: the probe directory's name and the probe file header's size.
-		"github.com/diskprobe/diskprobe_exporter/probe": {"DirName": true, "HeaderSize": true},
+		// Constants, and the kinds' declarations (data each kind's file registers at
+		// init, read here as values: no kind is built, so no system call): the probe
+		// directory's name, the probe file header's size, the read file's default size.
+		"github.com/diskprobe/diskprobe_exporter/probe": {"DirName": true, "HeaderSize": true, "DefaultReadFileSize": true,
+			"Kinds": true, "LookupKind": true, "Kind": true, "Settings": true, "OnDirectories": true, "OnBlockDevices": true},
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -63,6 +66,11 @@ func TestConfigMakesNoSystemCall(t *testing.T) {
 			sel, ok := node.(*ast.SelectorExpr)
 			if !ok {
 				return true
+			}
+			if sel.Sel.Name == "New" {
+				// A probe.Kind's constructor opens its probe directory: config reads a
+				// kind's declaration and never builds one.
+				t.Errorf("%s uses .New: config must not build a probe kind", fset.Position(sel.Pos()))
 			}
 			x, ok := sel.X.(*ast.Ident)
 			if !ok || x.Obj != nil { // a local variable's field or method, not a package's

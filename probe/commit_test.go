@@ -26,8 +26,8 @@ func (c *commits) env() *Env {
 	}}
 }
 
-// prepareCommit runs rounds until the file is full, as the daemon's worker does: each
-// round before then writes a step of it and reports ErrNotPrepared.
+// prepareCommit runs rounds until one commits, as the daemon's worker does: each round
+// until the file is ready writes a step of it (or finishes it) and reports ErrNotPrepared.
 func prepareCommit(t *testing.T, p *Commit, env *Env) (rounds int, res Result) {
 	t.Helper()
 	for rounds = 1; ; rounds++ {
@@ -77,12 +77,12 @@ func TestCommitFillsItsFileOnceThenWritesPagesAndAlternatingMetaPages(t *testing
 	defer p.Close()
 	var c commits
 	rounds, res := prepareCommit(t, p, c.env())
-	if rounds != 2 { // 8 MiB a round, then the rest and the first commit
-		t.Errorf("filled in %d rounds, want 2 (%d MiB in steps of %d MiB)", rounds, size>>20, prepareChunk>>20)
+	if rounds != 3 { // 8 MiB a round, then the rest; the first commit in a round of its own
+		t.Errorf("filled and committed in %d rounds, want 3 (%d MiB in steps of %d MiB, then a commit)", rounds, size>>20, prepareChunk>>20)
 	}
 	ps := os.Getpagesize()
 	fill := int64(size - HeaderSize)
-	if want := (fill+CommitFillBlock-1)/CommitFillBlock + pages + 3; int64(res.Ops) != want || res.Bytes != fill+int64(pages+1)*int64(ps) || c.n != 1 {
+	if want := (fill+FillBlock-1)/FillBlock + pages + 3; int64(res.Ops) != want || res.Bytes != fill+int64(pages+1)*int64(ps) || c.n != 1 {
 		t.Errorf("filling and one commit: %+v, %d samples; want %d operations (fill writes, %d page writes, a meta page, two fdatasyncs), %d bytes, 1 sample",
 			res, c.n, want, pages, fill+int64(pages+1)*int64(ps))
 	}
@@ -150,8 +150,8 @@ func TestCommitReusesItsFilledFileAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if _, err := q.Round(context.Background(), (&commits{}).env()); err != nil {
-		t.Fatal(err)
+	if rounds, _ := prepareCommit(t, q, (&commits{}).env()); rounds != 2 {
+		t.Errorf("a 2 MiB file filled and committed in %d rounds, want 2: a step, then a commit", rounds)
 	}
 	if st := kernelState(t, path); st.size != 2<<20 || st.ino == ino {
 		t.Errorf("after file_size changed: size %d, inode %d (was %d); want a new 2 MiB file", st.size, st.ino, ino)
@@ -298,7 +298,7 @@ func TestCommitFailedFdatasyncIsObservedAndTheFileReopened(t *testing.T) {
 	if c.n != 1 || res.Ops != 3+1 { // the three page writes and the failed fdatasync
 		t.Errorf("failed commit: %d samples, %+v; want it observed, its four calls counted", c.n, res)
 	}
-	if p.kind.file.fd >= 0 {
+	if p.kind.fill.file.fd >= 0 {
 		t.Error("the file is still open after a failed fdatasync")
 	}
 	c = commits{}

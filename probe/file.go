@@ -227,20 +227,6 @@ func (d *probeDir) createProbeFile(notice func(string), name string, h Header) (
 	return fd, nil
 }
 
-// createDirectFile is createProbeFile for a file written with O_DIRECT (the read file's
-// preparation): the new file's descriptor switched to O_DIRECT.
-func (d *probeDir) createDirectFile(notice func(string), name string, h Header) (int, error) {
-	fd, err := d.createProbeFile(notice, name, h)
-	if err != nil {
-		return -1, err
-	}
-	if err := setDirect(fd, d.filePath(name)); err != nil {
-		_ = unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
-}
-
 // noFallocateNotice is what a probe says, once, on a filesystem without fallocate. It
 // names no file: the target's files (or check's scratch directories) share the filesystem.
 const noFallocateNotice = "fallocate is not supported on the target's filesystem" +

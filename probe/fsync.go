@@ -4,7 +4,35 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
 )
+
+func init() {
+	register(&Kind{
+		Name: "fsync", Order: 10, Writes: true, DefaultOn: OnDirectories,
+		Keys:         []string{"interval", "ops", "block_size", "file_size"},
+		Defaults:     Settings{Interval: 15 * time.Second, Ops: 20, BlockSize: 2300, FileSize: 64 << 20},
+		LargestBlock: blockSize,
+		Check: func(s *Settings) (string, string) {
+			if s.FileSize < HeaderSize+s.BlockSize {
+				return "file_size", fmt.Sprintf("must hold the %s header and at least one block_size (%s), got %s", bytesize.Config(HeaderSize), bytesize.Config(s.BlockSize), bytesize.Config(s.FileSize))
+			}
+			return "", ""
+		},
+		Histograms: []Histogram{
+			{Phase: PhaseFdatasync, Name: "fdatasync_duration_seconds", Help: "Time of each fdatasync(2) of the fsync probe, the call etcd's wal_fsync and fio's sync percentiles time.", Buckets: LatencyBuckets},
+			// No rule reads the write call's distribution, only its mean (a write into the
+			// page cache is microseconds; a slow one shows in the mean and, with native
+			// histograms, in full): native buckets only, three series per target, not seventeen.
+			{Phase: PhaseWrite, Name: "write_duration_seconds", Help: "Time of each write(2) of the fsync probe, before its fdatasync (native buckets only)."},
+		},
+		New: func(site Site, s Settings) (Prober, error) {
+			return NewFsync(FsyncOptions{Dir: site.Dir, Ops: s.Ops, BlockSize: int(s.BlockSize), FileSize: s.FileSize, MinFree: site.MinFree})
+		},
+	})
+}
 
 // FsyncOptions configure the etcd-WAL-like probe.
 type FsyncOptions struct {

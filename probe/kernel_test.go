@@ -26,19 +26,10 @@ func kernelPrepare(t *testing.T, dir string, size int64) *ReadSource {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close() })
-	env := &Env{Budget: Unlimited}
-	for i := 0; ; i++ {
-		_, done, err := src.PrepareStep(context.Background(), env)
-		if err != nil {
-			t.Fatalf("preparing %s: %v", src.Path(), err)
-		}
-		if done {
-			return src
-		}
-		if i > 1000 {
-			t.Fatal("preparation never finished")
-		}
+	if err := src.Prepare(context.Background(), &Env{Budget: Unlimited}, nil); err != nil {
+		t.Fatalf("preparing %s: %v", src.Path(), err)
 	}
+	return src
 }
 
 // kernelFileState is what tells a rewritten probe file from the one prepared before.

@@ -15,7 +15,9 @@ import (
 // Phase is which system call, or run of calls, a Sample timed.
 type Phase uint8
 
-// The timed system calls.
+// The timed system calls. A phase's histogram is its kind's (Kind.Histograms), so a
+// value need only differ from the other phases of the same kind: a new kind may declare
+// its own in its file.
 const (
 	PhaseWrite     Phase = iota // write(2) of the fsync probe, before its fdatasync
 	PhaseFdatasync              // fdatasync(2) of the fsync probe
@@ -41,6 +43,18 @@ type Result struct {
 	// reading of the round succeeded.
 	CPUWait      time.Duration
 	CPUWaitKnown bool
+	// Filling is how far the round got with preparing its probe file, when the round was
+	// a preparation step (it returned ErrNotPrepared); zero otherwise.
+	Filling Filling
+}
+
+// Filling is the state of a probe file being prepared (see filler), after a step.
+type Filling struct {
+	File     string  // which file: "read" (the read probe file) or "commit"
+	Path     string  // for messages
+	Progress float64 // the share of the file written
+	Done     bool    // prepared: the next round uses it
+	Reused   bool    // an earlier run's prepared file, taken as it was
 }
 
 // Budget is the target's rate limit: an operation waits here before it touches the disk.
@@ -97,8 +111,8 @@ func (i *Inflight) end() {
 }
 
 // Do runs fn as the outstanding operation: file system calls that are not timed but hang
-// on a hung file system as the probe's own do, and must show the same age (preparing the
-// read probe file; in a round, round.untimed).
+// on a hung file system as the probe's own do, and must show the same age (the
+// collector's look at a target between rounds; in a round, round.untimed).
 func (i *Inflight) Do(fn func()) {
 	i.begin(time.Now())
 	defer i.end()
@@ -139,15 +153,18 @@ func (e *Env) observe(s Sample) {
 
 // Prober runs rounds of one probe kind on one target.
 type Prober interface {
-	// Round runs one round of operations. It returns ErrNotPrepared until the probe's
-	// file is ready, and ErrLowFreeSpace when a write would eat into the free-space floor.
+	// Round runs one round of operations. It returns ErrNotPrepared from a round that
+	// prepared the probe's file instead (see Result.Filling), and ErrLowFreeSpace when a
+	// write would eat into the free-space floor.
 	Round(ctx context.Context, env *Env) (Result, error)
 	// Close releases files and buffers; it removes nothing from disk.
 	Close() error
 }
 
 var (
-	// ErrNotPrepared means the probe file is still being prepared; the round is skipped.
+	// ErrNotPrepared means the round took a step of its probe file's preparation instead
+	// of probing (Result.Filling says how far it got): the round is skipped, and the
+	// rounds that follow take the next steps until the file is ready.
 	ErrNotPrepared = errors.New("probe file is still being prepared")
 	// ErrLowFreeSpace means free space is under limits.min_free; write probes stop.
 	ErrLowFreeSpace = errors.New("free space is under limits.min_free")

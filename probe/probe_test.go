@@ -174,10 +174,8 @@ func TestReadProbeFileIsPreparedWithoutHolesAndReused(t *testing.T) {
 	if _, err := rr.Round(context.Background(), c.env()); !errors.Is(err, ErrNotPrepared) {
 		t.Fatalf("read before preparation: %v, want ErrNotPrepared", err)
 	}
-	for done := false; !done; {
-		if _, done, err = src.PrepareStep(context.Background(), c.env()); err != nil {
-			t.Fatal(err)
-		}
+	if err := src.Prepare(context.Background(), c.env(), nil); err != nil {
+		t.Fatal(err)
 	}
 	path := filepath.Join(dir, DirName, "read.probe")
 	fd, _ := unix.Open(path, unix.O_RDONLY, 0)
@@ -198,8 +196,9 @@ func TestReadProbeFileIsPreparedWithoutHolesAndReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	if _, done, err := again.PrepareStep(context.Background(), c.env()); err != nil || !done || !again.Reused() {
-		t.Fatalf("restart: done %v reused %v err %v; want the prepared file reused", done, again.Reused(), err)
+	var steps []Result
+	if err := again.Prepare(context.Background(), c.env(), func(res Result) { steps = append(steps, res) }); err != nil || len(steps) != 1 || !steps[0].Filling.Done || !again.Reused() {
+		t.Fatalf("restart: rounds %+v, reused %v, err %v; want the prepared file reused by the first", steps, again.Reused(), err)
 	}
 	if after, _ := os.Stat(path); !after.ModTime().Equal(before.ModTime()) {
 		t.Error("the prepared file was rewritten on restart")

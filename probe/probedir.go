@@ -260,7 +260,8 @@ func statx(dirFD int, cpath []byte, flags int, st *unix.Statx_t) error {
 }
 
 // ownFile is a probe kind's own file in its held probe directory: what the write probes
-// (fsync, commit, seqwrite) keep between rounds. fd is -1 between files.
+// (fsync, seqwrite) keep between rounds, and what a filler writes (the read probe file,
+// the commit probe's). fd is -1 between files.
 type ownFile struct {
 	dir  *probeDir
 	name string // in dir

@@ -336,7 +336,7 @@ var ErrBlockDeviceWrite = errors.New("nothing is ever written to a block device"
 // again by its path. A block device has no probe file and is refused: it is only ever
 // opened read-only.
 func (s *ReadSource) openForWrites() (int, error) {
-	if s.prep == nil {
+	if s.fill == nil {
 		return -1, fmt.Errorf("%s: %w", s.path, ErrBlockDeviceWrite)
 	}
 	if s.fd < 0 {

@@ -2,8 +2,31 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
 )
+
+func init() {
+	register(&Kind{
+		Name: "randread", Order: 20, ReadsSource: true, DirectIO: true, DefaultOn: OnDirectories | OnBlockDevices,
+		Keys:         []string{"interval", "ops", "block_size", "file_size"},
+		Defaults:     Settings{Interval: 15 * time.Second, Ops: 20, BlockSize: 4 << 10, FileSize: DefaultReadFileSize},
+		LargestBlock: blockSize,
+		Check: func(s *Settings) (string, string) {
+			if s.BlockSize > s.FileSize {
+				return "block_size", fmt.Sprintf("must not exceed file_size (%s), got %s", bytesize.Config(s.FileSize), bytesize.Config(s.BlockSize))
+			}
+			return "", ""
+		},
+		Histograms: []Histogram{
+			{Phase: PhaseRead, Name: "read_duration_seconds", Help: "Time of each O_DIRECT pread(2) of the randread probe, queue depth 1 (fio psync clat).", Buckets: LatencyBuckets},
+		},
+		New: func(site Site, s Settings) (Prober, error) { return NewRandread(site.Reads, s.Ops, int(s.BlockSize)) },
+	})
+}
 
 // Randread does block_size preads at uniformly random aligned offsets, O_DIRECT, one at a
 // time, timed around the system call alone: what fio's psync engine reports as clat.
@@ -32,7 +55,7 @@ func NewRandread(src *ReadSource, ops, blockSize int) (*Randread, error) {
 // run does the configured number of random reads.
 func (p *randomReader) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if err := p.src.ready(r); err != nil {
+	if err := p.src.ready(ctx, r, &res); err != nil {
 		return res, err
 	}
 	for range p.ops {

@@ -12,15 +12,16 @@ import (
 )
 
 // ReadSource is what the read probes read, opened O_RDONLY|O_DIRECT: either a whole
-// block device, or a probe file that is written in full once before the first read.
+// block device, or the read probe file, which the read probes' rounds fill in full once
+// (filler) before the first read.
 type ReadSource struct {
 	path       string
-	fd         int // read descriptor, O_DIRECT (a probe file's is also open for writing); -1 until ready
+	fd         int // read descriptor, O_DIRECT (the probe file's is the filler's, also open for writing); -1 until ready
 	start, end int64
 	align      int64
 
-	// Preparation of a probe file; nil for a block device.
-	prep *preparation
+	// The read probe file's preparation; nil for a block device.
+	fill *filler
 }
 
 // OpenDevice opens a block device for the read probes. It is opened read-only whatever
@@ -43,49 +44,34 @@ func OpenDevice(path string, fallbackAlign int64) (*ReadSource, error) {
 	return &ReadSource{path: path, fd: fd, start: 0, end: size, align: align}, nil
 }
 
-// preparation is the one-time writing of a read probe file: fallocate, fill with random
-// data (never-written blocks read back "too good to be true" on SSDs and thin volumes),
-// fdatasync, check that SEEK_HOLE finds no hole, then mark the header prepared.
-type preparation struct {
-	targetDir string
-	dir       *probeDir
-	size      int64
-	minFree   int64
-	chunk     []byte // aligned write buffer, held only while preparing
-	rng       *rand.ChaCha8
-	wfd       int // O_DIRECT write descriptor while writing; -1 otherwise
-	off       int64
-	reused    bool
-}
-
-// prepareChunk is how much of a probe file one preparation step writes at most: a step
-// is bounded so that the target's other probes keep their schedule meanwhile.
-const prepareChunk = 8 << 20
-
-const prepareBlock = 1 << 20
+// DefaultReadFileSize is the size of the read probe file's data: randread's default
+// file_size, and the size when no probe that reads the file sets one (seqread takes none).
+const DefaultReadFileSize = 256 << 20
 
 // NewReadFile is the read probes' file in dir/.diskprobe/read.probe, of size bytes of
 // data after the header. It is reused across restarts when its header says it was fully
-// prepared for this size; otherwise it is rewritten by PrepareStep.
+// prepared for this size; otherwise the read probes' rounds write it again (or Prepare).
 func NewReadFile(targetDir string, size, minFree, fallbackAlign int64) (*ReadSource, error) {
 	if err := CheckDirectIO(targetDir); err != nil {
 		return nil, err
 	}
-	dir, err := openProbeDir(targetDir)
+	fill, err := newFiller(targetDir, readFileName, "read", HeaderSize+size, minFree, true)
 	if err != nil {
 		return nil, err
 	}
 	if fallbackAlign <= 0 {
 		fallbackAlign = 512 // refined by statx once the file is open
 	}
-	return &ReadSource{
-		path:  dir.filePath(readFileName),
-		fd:    -1,
-		start: HeaderSize,
-		end:   HeaderSize + size,
-		align: fallbackAlign,
-		prep:  &preparation{targetDir: targetDir, dir: dir, size: HeaderSize + size, minFree: minFree, rng: newRNG(), wfd: -1},
-	}, nil
+	s := &ReadSource{path: fill.file.path, fd: -1, start: HeaderSize, end: HeaderSize + size, align: fallbackAlign, fill: fill}
+	fill.onReady = func(fd int) error {
+		align, err := DirectIOAlignment(fd, s.path, s.align)
+		if err != nil {
+			return err
+		}
+		s.align = align
+		return nil
+	}
+	return s, nil
 }
 
 // Path is the device or file read.
@@ -97,39 +83,41 @@ func (s *ReadSource) Ready() bool { return s.fd >= 0 }
 // readFileName is the read probes' file in the probe directory.
 const readFileName = "read.probe"
 
-// ready is nil when the read rounds may start, ErrNotPrepared while the file is prepared,
-// and probeDir.ensure's error when the probe directory was swapped. It checks the file
-// first (check), which a round makes untimed (fstat asks a FUSE or NFS server).
-func (s *ReadSource) ready(r *round) error {
-	if err := r.untimed(s.check); err != nil {
-		return err
-	}
-	if s.fd < 0 {
-		return ErrNotPrepared
-	}
-	return nil
-}
-
-// check sends a file that was deleted under us (target directory recreated), prepared or
-// being prepared, back to the start of its preparation, and fails while the probe
-// directory is not the one held.
-func (s *ReadSource) check() error {
-	if s.prep == nil {
+// ready is nil when the round may read; otherwise the round takes a step of the file's
+// preparation and returns filler.step's ErrNotPrepared or error (res counts the step's
+// writes and says how far the file is).
+func (s *ReadSource) ready(ctx context.Context, r *round, res *Result) error {
+	if s.fill == nil {
 		return nil
 	}
-	if err := s.prep.dir.ensure(); err != nil {
-		return err
+	err := s.fill.step(ctx, r, res)
+	s.follow()
+	return err
+}
+
+// check is ready's look at the file alone, for a caller outside the read probes'
+// rounds (RunQueue): a file deleted under us goes back to the start of its preparation,
+// and a probe directory that is not the one held fails.
+func (s *ReadSource) check() error {
+	if s.fill == nil {
+		return nil
 	}
-	if s.fd >= 0 && !stillLinked(s.fd) {
-		_ = unix.Close(s.fd)
-		s.fd = -1
-		s.abort()
-		s.prep.reused = false
+	err := s.fill.check()
+	s.follow()
+	return err
+}
+
+// follow makes the reads' descriptor the filler's file once it is prepared. It writes
+// only a change: check's jobs run it side by side on one prepared file (RunQueue), as
+// they read it, and the check alone must not race.
+func (s *ReadSource) follow() {
+	fd := -1
+	if s.fill.prepared {
+		fd = s.fill.file.fd
 	}
-	if s.prep.wfd >= 0 && !stillLinked(s.prep.wfd) {
-		s.abort() // the file being prepared went with its directory: start again in the new one
+	if s.fd != fd {
+		s.fd = fd
 	}
-	return nil
 }
 
 // readBlock is one timed O_DIRECT pread(2) of len(buf) bytes at off: the operation of
@@ -141,193 +129,40 @@ func (s *ReadSource) readBlock(r *round, buf []byte, off int64) (time.Duration, 
 }
 
 // Reused reports whether a prepared file from an earlier run was taken as it was.
-func (s *ReadSource) Reused() bool { return s.prep != nil && s.prep.reused }
+func (s *ReadSource) Reused() bool { return s.fill != nil && s.fill.reused }
 
 // Alignment is the O_DIRECT alignment of offsets and sizes (check's sweep skips block
 // sizes below it).
 func (s *ReadSource) Alignment() int64 { return s.align }
 
-// Progress is the share of the file written so far.
-func (s *ReadSource) Progress() float64 {
-	if s.prep == nil || s.Ready() {
-		return 1
-	}
-	return float64(s.prep.off) / float64(s.prep.size)
-}
-
-// Prepare writes (or reuses) the whole probe file before the first read, as commands do;
-// the daemon's worker takes PrepareStep's steps between rounds instead. step, when set,
-// sees each step's result.
+// Prepare writes (or reuses) the whole probe file before the first read, as commands do,
+// in rounds of its own that take the steps the daemon's read rounds take; step, when set,
+// sees each round's result.
 func (s *ReadSource) Prepare(ctx context.Context, env *Env, step func(Result)) error {
+	p := &prober[*sourcePreparer]{kind: &sourcePreparer{s}}
+	defer func() { _ = p.Close() }()
 	for {
-		res, done, err := s.PrepareStep(ctx, env)
+		res, err := p.Round(ctx, env)
 		if step != nil {
 			step(res)
 		}
-		if err != nil || done {
+		if !errors.Is(err, ErrNotPrepared) {
 			return err
 		}
 	}
 }
 
-// PrepareStep writes up to prepareChunk bytes of the probe file, each block waiting for
-// the target's budget, and finishes the file when it is full.
-func (s *ReadSource) PrepareStep(ctx context.Context, env *Env) (Result, bool, error) {
+// sourcePreparer is the kind whose rounds only prepare a read source (Prepare).
+type sourcePreparer struct{ src *ReadSource }
+
+func (p *sourcePreparer) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if s.Ready() {
-		return res, true, nil
-	}
-	p := s.prep
-	// Checking the directory, opening, creating and allocating the file hang on a frozen
-	// or dying filesystem as its writes do: they are the outstanding operation too.
-	var ok bool
-	var err error
-	env.Inflight.Do(func() {
-		if err = s.check(); err != nil || p.wfd >= 0 {
-			return
-		}
-		if ok, err = s.reuse(); err == nil && !ok {
-			err = s.begin(env.notice)
-		}
-	})
-	if err != nil {
-		s.abort()
-		return res, false, err
-	}
-	if ok {
-		return res, true, nil
-	}
-	if p.chunk == nil {
-		chunk, err := alignedBuffer(prepareBlock)
-		if err != nil {
-			return res, false, err
-		}
-		p.chunk = chunk
-	}
-	for written := 0; written < prepareChunk && p.off < p.size; written += len(p.chunk) {
-		if err := env.Budget.Wait(ctx, len(p.chunk)); err != nil {
-			return res, false, err
-		}
-		p.rng.Read(p.chunk)
-		var n int
-		env.Inflight.Do(func() {
-			err = ignoringEINTR(func() (err error) {
-				n, err = unix.Pwrite(p.wfd, p.chunk[:min(int64(len(p.chunk)), p.size-p.off)], p.off)
-				return err
-			})
-		})
-		if err != nil {
-			s.abort()
-			return res, false, &os.PathError{Op: "write", Path: s.path, Err: err}
-		}
-		p.off += int64(n)
-		res.Ops++
-		res.Bytes += int64(n)
-	}
-	if p.off < p.size {
-		return res, false, nil
-	}
-	env.Inflight.Do(func() { err = s.finish() })
-	if err != nil {
-		s.abort()
-		return res, false, err
-	}
-	s.releaseChunk()
-	return res, true, nil
+	err := p.src.ready(ctx, r, &res)
+	return res, err
 }
 
-// reuse takes a file that an earlier run prepared in full for this size.
-func (s *ReadSource) reuse() (bool, error) {
-	fd, h, err := s.prep.dir.openFile(readFileName)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if !h.Prepared || h.Size != s.prep.size || h.Kind != "read" {
-		_ = unix.Close(fd)
-		return false, nil
-	}
-	if hole, err := seek(fd, unix.SEEK_HOLE); err != nil || hole < s.prep.size {
-		_ = unix.Close(fd)
-		return false, nil
-	}
-	if err := s.openForReads(fd); err != nil {
-		return false, err
-	}
-	s.prep.reused = true
-	return true, nil
-}
-
-func (s *ReadSource) begin(notice func(string)) error {
-	p := s.prep
-	if _, under, err := underFreeFloor(p.targetDir, p.minFree, p.size); err != nil {
-		return err
-	} else if under {
-		return fmt.Errorf("%w: the %d MiB read probe file needs %d MiB free on top of the %d MiB floor",
-			ErrLowFreeSpace, p.size>>20, p.size>>20, p.minFree>>20)
-	}
-	fd, err := p.dir.createDirectFile(notice, readFileName, Header{Kind: "read", Size: p.size})
-	if err != nil {
-		return err
-	}
-	p.wfd, p.off = fd, HeaderSize
-	return nil
-}
-
-func (s *ReadSource) finish() error {
-	p := s.prep
-	if err := ignoringEINTR(func() error { return unix.Fdatasync(p.wfd) }); err != nil {
-		return &os.PathError{Op: "fdatasync", Path: s.path, Err: err}
-	}
-	// A hole would be read back as zeros without touching the disk.
-	hole, err := seek(p.wfd, unix.SEEK_HOLE)
-	if err != nil {
-		return &os.PathError{Op: "seek hole", Path: s.path, Err: err}
-	}
-	if hole < p.size {
-		return fmt.Errorf("%s: hole at offset %d after writing the whole file; the filesystem did not keep the data", s.path, hole)
-	}
-	if err := writeHeader(p.wfd, s.path, Header{Kind: "read", Size: p.size, Prepared: true}); err != nil {
-		return err
-	}
-	fd := p.wfd
-	p.wfd = -1 // the reads' now
-	return s.openForReads(fd)
-}
-
-func (s *ReadSource) abort() {
-	if s.prep.wfd >= 0 {
-		_ = unix.Close(s.prep.wfd)
-		s.prep.wfd = -1
-	}
-	s.prep.off = 0
-	s.releaseChunk()
-}
-
-// releaseChunk returns the preparation buffer: with many targets, 1 MiB each would
-// dominate the exporter's memory for the rest of its life.
-func (s *ReadSource) releaseChunk() {
-	freeBuffer(s.prep.chunk)
-	s.prep.chunk = nil
-}
-
-// openForReads makes fd, the prepared probe file, the reads' descriptor: O_DIRECT, with
-// the alignment statx gives for it. It takes fd, and closes it on failure.
-func (s *ReadSource) openForReads(fd int) error {
-	if err := setDirect(fd, s.path); err != nil {
-		_ = unix.Close(fd)
-		return err
-	}
-	align, err := DirectIOAlignment(fd, s.path, s.align)
-	if err != nil {
-		_ = unix.Close(fd)
-		return err
-	}
-	s.fd, s.align = fd, align
-	return nil
-}
+// closeFiles leaves the source to its owner.
+func (p *sourcePreparer) closeFiles() error { return nil }
 
 // randomOffset is a uniformly random offset at which a block of n bytes fits in the
 // source, a multiple of n (itself a multiple of the O_DIRECT alignment), as fio aligns to
@@ -356,34 +191,23 @@ func (s *ReadSource) firstBlock(n int64) int64 {
 
 // Close releases the descriptors and buffers; the file stays for the next run to reuse.
 func (s *ReadSource) Close() error {
-	s.closeFile()
-	if s.prep != nil {
-		s.prep.dir.close()
-	}
-	return nil
-}
-
-// closeFile releases the file's descriptors and the preparation's buffer.
-func (s *ReadSource) closeFile() {
-	if s.prep != nil {
-		s.abort()
-	}
-	if s.fd >= 0 {
+	if s.fill != nil {
+		s.fill.close()
+	} else if s.fd >= 0 {
 		_ = unix.Close(s.fd)
-		s.fd = -1
 	}
+	s.fd = -1
+	return nil
 }
 
 // Remove closes the source and deletes its probe file. The daemon leaves its files for the
 // next start (`cleanup` removes them); the benchmarks and the alert replay in tests/ remove theirs.
 func (s *ReadSource) Remove() error {
-	if s.prep == nil {
+	if s.fill == nil {
 		return s.Close()
 	}
-	s.closeFile()
-	err := s.prep.dir.removeFile(readFileName)
-	_ = s.Close()
-	return err
+	s.fd = -1
+	return s.fill.remove()
 }
 
 // shortRead explains a read that returned fewer bytes than asked. The usual cause is a

@@ -17,13 +17,15 @@ import (
 // it is given, whose methods each do the steps their wait needs.
 //
 // A new kind is a struct with these two methods, wrapped in prober by its constructor
-// (as Fsync, Randread, Seqread and Seqwrite are). contract_test.go has one, shows what
+// (as Fsync, Randread, Seqread, Seqwrite and Commit are), and declared to the rest of the
+// exporter by its Kind (kinds.go), in the same file. contract_test.go has one, shows what
 // the compiler says to a kind that leaves a step out, and fails a file of this package
 // other than this one that reaches into a round, the clock or the in-flight mark (the
 // compiler cannot: every file of a package sees every unexported field).
 type kind interface {
-	// run does one round's operations through r. It returns ErrNotPrepared until its
-	// file is ready, and ErrLowFreeSpace when a write would eat into the free-space floor.
+	// run does one round's operations through r. A round that takes a step of its
+	// file's preparation (filler.step) returns ErrNotPrepared instead, and one whose
+	// write would eat into the free-space floor ErrLowFreeSpace.
 	run(ctx context.Context, r *round) (Result, error)
 	// closeFiles closes the kind's files and frees its buffers; it removes nothing from
 	// disk. The round's clock is not the kind's: a kind that drops its file within a

@@ -4,7 +4,42 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/bytesize"
 )
+
+// The sequential kinds observe no latency: their rounds' bytes over their time inside the
+// calls are what they record (Kind.Throughput).
+func init() {
+	register(&Kind{
+		Name: "seqread", Order: 30, ReadsSource: true, DirectIO: true, DefaultOn: OnDirectories | OnBlockDevices,
+		Keys:         []string{"interval", "bytes", "block_size"},
+		Defaults:     Settings{Interval: 10 * time.Minute, Bytes: 64 << 20, BlockSize: 1 << 20},
+		LargestBlock: blockSize,
+		Check:        blockWithinBytes,
+		Throughput:   "read",
+		New:          func(site Site, s Settings) (Prober, error) { return NewSeqread(site.Reads, s.Bytes, int(s.BlockSize)) },
+	})
+	register(&Kind{
+		Name: "seqwrite", Order: 40, Writes: true, DirectIO: true,
+		Keys:         []string{"interval", "bytes", "block_size"},
+		Defaults:     Settings{Interval: time.Hour, Bytes: 64 << 20, BlockSize: 1 << 20},
+		LargestBlock: blockSize,
+		Check:        blockWithinBytes,
+		Throughput:   "write",
+		New: func(site Site, s Settings) (Prober, error) {
+			return NewSeqwrite(site.Dir, s.Bytes, int(s.BlockSize), site.MinFree, site.Align)
+		},
+	})
+}
+
+func blockWithinBytes(s *Settings) (string, string) {
+	if s.BlockSize > s.Bytes {
+		return "block_size", fmt.Sprintf("must not exceed bytes (%s), got %s", bytesize.Config(s.Bytes), bytesize.Config(s.BlockSize))
+	}
+	return "", ""
+}
 
 // Seqread reads `bytes` in block_size O_DIRECT reads, sequentially from a random aligned
 // offset, wrapping at the end. Its throughput is bytes over the time inside the reads:
@@ -31,7 +66,7 @@ func NewSeqread(src *ReadSource, bytes int64, blockSize int) (*Seqread, error) {
 // 1 MiB block per target would otherwise stay resident between rounds minutes apart.
 func (p *sequentialReader) run(ctx context.Context, r *round) (Result, error) {
 	var res Result
-	if err := p.src.ready(r); err != nil {
+	if err := p.src.ready(ctx, r, &res); err != nil {
 		return res, err
 	}
 	buf, err := alignedBuffer(p.blockSize)

@@ -2,7 +2,10 @@
 // check's reports and its progress lines.
 package bytesize
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 var units = []struct {
 	name  string
@@ -28,4 +31,10 @@ func Approx(n int64) string {
 		}
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// Config writes n the way the configuration takes it: Exact without its space or a bare
+// B, "4KiB", "2300", which config.ParseSize reads back.
+func Config(n int64) string {
+	return strings.ReplaceAll(strings.TrimSuffix(Exact(n), " B"), " ", "")
 }

@@ -2,6 +2,7 @@ package docs
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,22 +22,23 @@ var (
 )
 
 // codeKeys are every key a target takes, as the reference names them ("fsync.interval"),
-// from config.ProbeKinds (a kind takes the fields whose default is not zero) and
-// config.Limits.
+// from config.ProbeKinds (the keys each kind lists, each a field of config.ProbeConfig)
+// and config.Limits.
 func codeKeys(t *testing.T) []string {
 	keys := slices.Clone(targetKeys)
 	pc := reflect.TypeOf(config.ProbeConfig{})
-	for _, k := range config.ProbeKinds {
+	for i := range pc.NumField() {
+		if _, ok := probeFieldKeys[pc.Field(i).Name]; !ok {
+			t.Fatalf("config.ProbeConfig.%s has no YAML key in this test: add it to probeFieldKeys and docs/configuration.md", pc.Field(i).Name)
+		}
+	}
+	for _, k := range config.ProbeKinds() {
 		keys = append(keys, k.Name)
-		v := reflect.ValueOf(k.Defaults)
-		for i := range pc.NumField() {
-			key, ok := probeFieldKeys[pc.Field(i).Name]
-			if !ok {
-				t.Fatalf("config.ProbeConfig.%s has no YAML key in this test: add it to probeFieldKeys and docs/configuration.md", pc.Field(i).Name)
+		for _, key := range k.Keys {
+			if !slices.Contains(slices.Collect(maps.Values(probeFieldKeys)), key) {
+				t.Fatalf("probe kind %s takes %q, which is not the key of a field of config.ProbeConfig in this test", k.Name, key)
 			}
-			if !v.Field(i).IsZero() {
-				keys = append(keys, k.Name+"."+key)
-			}
+			keys = append(keys, k.Name+"."+key)
 		}
 	}
 	lt := reflect.TypeOf(config.Limits{})
@@ -100,11 +102,11 @@ func TestConfigurationReferenceIsTheCode(t *testing.T) {
 		case kind != nil && !nested:
 			// A probe key: its default says which target kinds get it when none is named.
 			for kk, word := range map[config.Kind]string{config.KindDirectory: "directories", config.KindBlockDevice: "block devices"} {
-				if on := slices.Contains(kind.DefaultOn, kk); on != strings.Contains(def, word) {
+				if on := config.OnByDefault(kind, kk); on != strings.Contains(def, word) {
 					t.Errorf("docs/configuration.md: %s: default %q; on by default for %s: %v", key, def, kk, on)
 				}
 			}
-			if len(kind.DefaultOn) == 0 && def != "off" {
+			if kind.DefaultOn == 0 && def != "off" {
 				t.Errorf("docs/configuration.md: %s is on for no target kind by default; the reference says %q", key, def)
 			}
 		case kind != nil:
