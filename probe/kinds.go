@@ -98,9 +98,9 @@ type Histogram struct {
 	Buckets []float64
 }
 
-// LatencyBuckets are the classic bucket edges of the fdatasync and read
-// histograms (the commit histogram has CommitBuckets): the edges a rule, a panel or a verdict decides on, each exact rather than
-// interpolated: etcd's 10 ms (wal_fsync p99) and 25 ms (backend_commit p99) targets, the
+// LatencyBuckets are the classic bucket edges of the fdatasync and read histograms (the
+// commit histogram has CommitBuckets): the edges a rule, a panel or a verdict decides on,
+// each exact rather than interpolated: etcd's 10 ms (wal_fsync p99) and 25 ms (backend_commit p99) targets, the
 // etcd-mixin's 0.5 s and 1 s alerts, 100 ms (etcd's default heartbeat), 2.5 ms and 5 ms on
 // the way to 10 ms (the suspect-hardware alert's floors), and 100 µs and 1 ms, which tell
 // NVMe from SATA from spinning disks. etcd's own buckets start at 1 ms and cannot see an
