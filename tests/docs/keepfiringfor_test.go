@@ -9,7 +9,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var numberWords = map[string]int{"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+var numberWords = map[string]int{"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+	"thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20}
 
 // TestKeepFiringForIsCountedAsTheRulesHaveIt: the docs told users of a Prometheus before
 // 2.42 to delete "those two lines" of two alerts; nine rules of seven alerts carry
