@@ -21,6 +21,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/inspect"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
@@ -286,7 +287,7 @@ func planWithoutDisks(s *Scheduler, cfg *config.Config) *Plan {
 	for _, tg := range cfg.Targets {
 		old, ok := running[tg.Name]
 		p.targets = append(p.targets, planned{parsed: tg, keep: ok && sameTarget(old, tg),
-			res: &resolution{target: tg, devErr: errors.New("no disk in this test")}})
+			res: &inspect.Result{Target: tg, DeviceErr: errors.New("no disk in this test")}})
 	}
 	return p
 }

@@ -39,7 +39,7 @@ func (e *Error) Error() string {
 	return loc + ": " + e.Field + ": " + e.Msg
 }
 
-// JoinErrors joins the errors of a file, parse-time and resolve-time alike, in the order
+// JoinErrors joins the errors of a file, parse-time and inspect-time alike, in the order
 // of their lines (errors without a line first), so that one run reports every error of
 // the file in the order a user fixes them. Nil when there are none.
 func JoinErrors(errs ...error) error {
@@ -480,7 +480,7 @@ func (p *parser) checkProbes(t *Target) {
 	}
 }
 
-// checkUnique refuses a name or a path given twice. Both targets are still resolved, for
+// checkUnique refuses a name or a path given twice. Both targets are still inspected, for
 // what the disk says about them: the error alone keeps the file from being applied.
 func (p *parser) checkUnique(targets []Target) {
 	names := map[string]int{}

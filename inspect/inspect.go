@@ -1,8 +1,12 @@
-// Package inspect asks the filesystem what a configured path is: its kind (a directory or
-// a block device) and whether a probe directory may measure it. It is the one place where
-// a target's configuration meets the disk; config itself parses and validates without a
-// system call. Every call here can hang on a hung mount (an NFS server gone, a stuck FUSE
-// daemon): callers bound their wait for it (collector.Resolver, check's answers).
+// Package inspect asks the disk about a configured path: what it is (a directory or a
+// block device), whether a probe directory may measure it, the device behind it (through
+// device.Paths.Resolve), whether its filesystem suits the probes the target runs, and,
+// on every round, whether the target is still on the filesystem it was on (Pin). It is
+// where a target's configuration meets the disk: config parses and validates without a
+// system call, and collector calls only this package before a probe's first I/O. The
+// probes' own files are probe's, which checks them relative to held descriptors. Every
+// call here can hang on a hung mount (an NFS server gone, a stuck FUSE daemon): callers
+// bound their wait for it (Inspector, check's answers).
 package inspect
 
 import (
@@ -13,10 +17,10 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/config"
 )
 
-// Target looks at t's path (and its probe_dir) on disk and gives t its kind: the kind's
+// setType looks at t's path (and its probe_dir) on disk and gives t its kind: the kind's
 // default probes when the file names none, and the kind's refusals (config.Target.SetKind).
 // Errors name file, line and field.
-func Target(file string, t *config.Target) error {
+func setType(file string, t *config.Target) error {
 	kind, err := Kind(t.Path)
 	if err != nil {
 		return t.FieldError(file, "path", "%v", err)
