@@ -68,7 +68,7 @@ func TestPathThatTurnsOutABlockDeviceSaysToReload(t *testing.T) {
 	tg := config.Target{Name: "dev", Path: dev, Line: 2, Limits: config.DefaultLimits}
 	var log testenv.SyncBuffer
 	_, m := startUnanswered(t, tg, &log)
-	testenv.WaitFor(t, 20*time.Second, "the kind mismatch reported", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "the target type mismatch reported", func() bool {
 		return testutil.ToFloat64(m.errors.WithLabelValues("dev", "fsync")) >= 1
 	})
 	if !strings.Contains(log.String(), "turned out to be a blockdev") {

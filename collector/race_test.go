@@ -94,7 +94,7 @@ func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 	s := NewScheduler(m, device.Paths{}, RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	limits := config.Limits{IOPS: 1e5, Bandwidth: 1 << 30, Timeout: 50 * time.Millisecond}
 	target := func(name, path string, interval time.Duration, probes ...string) config.Target {
-		tg := config.Target{Name: name, Path: path, Kind: config.KindDirectory, Limits: limits}
+		tg := config.Target{Name: name, Path: path, Type: config.TypeDirectory, Limits: limits}
 		tg.Probe = map[string]*config.ProbeConfig{}
 		for _, p := range probes {
 			switch p {

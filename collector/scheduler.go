@@ -131,7 +131,7 @@ func (s *Scheduler) Apply(p *Plan) error {
 		r.start()
 		if res := pt.res; res != nil {
 			t := res.Target
-			s.logger.Info("probing target", "target", name, "path", t.Path, "kind", t.Kind, "device", res.Device.Name, "probes", fmt.Sprint(t.ProbeNames()))
+			s.logger.Info("probing target", "target", name, "path", t.Path, "kind", t.Type, "device", res.Device.Name, "probes", fmt.Sprint(t.ProbeNames()))
 		}
 	}
 	return nil

@@ -46,7 +46,7 @@ func fsyncTargets(t *testing.T, prefix string, n int) *config.Config {
 	cfg, dir := &config.Config{}, t.TempDir()
 	for i := range n {
 		cfg.Targets = append(cfg.Targets, config.Target{Name: fmt.Sprintf("%s%d", prefix, i), Path: fmt.Sprintf("%s/absent-%s%d", dir, prefix, i),
-			Kind: config.KindDirectory, Limits: config.Limits{IOPS: 100, Bandwidth: 1 << 30, Timeout: time.Hour},
+			Type: config.TypeDirectory, Limits: config.Limits{IOPS: 100, Bandwidth: 1 << 30, Timeout: time.Hour},
 			Probe: map[string]*config.ProbeConfig{config.ProbeFsync: {Interval: 50 * time.Millisecond, Ops: 1, BlockSize: 4096, FileSize: 1 << 20}}})
 	}
 	return cfg
@@ -163,7 +163,7 @@ func TestReplacedRunnerCannotPublishItsLateInspection(t *testing.T) {
 	if n := testutil.CollectAndCount(m.targetInfo); n != 1 {
 		t.Errorf("%d diskprobe_target_info series for one target after its replaced runner's path answered late; want 1", n)
 	}
-	if v := testutil.ToFloat64(m.targetInfo.WithLabelValues("t0", newPath, string(config.KindDirectory), "", "", "", "0")); v != 1 {
+	if v := testutil.ToFloat64(m.targetInfo.WithLabelValues("t0", newPath, string(config.TypeDirectory), "", "", "", "0")); v != 1 {
 		t.Errorf("diskprobe_target_info for the new path: %v; want 1", v)
 	}
 

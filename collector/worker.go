@@ -20,7 +20,7 @@ type worker struct {
 
 	// What the target's path answered (inspected): from newRunner, or from the first
 	// round when the path did not answer in time.
-	target config.Target // with its kind and the kind's default probes
+	target config.Target // with its type and the type's default probes
 	dev    device.Info
 	devOK  bool
 	fs     inspect.Pin // a directory target's filesystem at start
@@ -163,16 +163,16 @@ func (w *worker) inspect(pr *probeRun) error {
 		return res.Err
 	case !slices.Equal(res.Target.ProbeNames(), w.target.ProbeNames()):
 		return fmt.Errorf("%s turned out to be a %s when it answered, with other default probes (%v) than a directory's: reload or restart the exporter to probe it as one",
-			res.Target.Path, res.Target.Kind, res.Target.ProbeNames())
+			res.Target.Path, res.Target.Type, res.Target.ProbeNames())
 	}
 	if !w.inspected(res) {
 		return context.Canceled // stopped meanwhile; halt cancelled ctx before it retired r
 	}
-	r.logger.Info("the target's path answered; probing it", "path", w.target.Path, "kind", w.target.Kind, "device", w.dev.Name)
+	r.logger.Info("the target's path answered; probing it", "path", w.target.Path, "kind", w.target.Type, "device", w.dev.Name)
 	return nil
 }
 
-// inspected takes what the target's path answered: its kind, device and filesystem. It
+// inspected takes what the target's path answered: its type, device and filesystem. It
 // takes nothing once the runner is retired (false): a reload may have given the target
 // another path, or removed it, since the path was asked.
 func (w *worker) inspected(res inspect.Result) bool {
@@ -181,7 +181,7 @@ func (w *worker) inspected(res inspect.Result) bool {
 		t := res.Target
 		w.target, w.dev, w.devOK, w.fs = t, res.Device, res.DeviceErr == nil, res.Pin
 		w.disk = r.diskFor(w.diskKey())
-		r.metrics.targetInfo.WithLabelValues(t.Name, t.Path, string(t.Kind), w.dev.Name, w.dev.Model, w.dev.Serial, boolLabel(w.dev.Rotational)).Set(1)
+		r.metrics.targetInfo.WithLabelValues(t.Name, t.Path, string(t.Type), w.dev.Name, w.dev.Model, w.dev.Serial, boolLabel(w.dev.Rotational)).Set(1)
 		if !w.devOK {
 			r.logger.Warn("no device context for target", "path", t.Path, "err", res.DeviceErr)
 		}

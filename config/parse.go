@@ -445,9 +445,9 @@ func ParseSize(s string) (int64, error) {
 // ParseSize reads back (bytesize.Config).
 func FormatSize(n int64) string { return bytesize.Config(n) }
 
-// checkProbes checks the probes a target will run, whichever kind its path turns out to
+// checkProbes checks the probes a target will run, whichever type its path turns out to
 // be: the ones it names, or the default ones of a directory and of a block device when it
-// names none (probesFor). Each error is reported once, even when both kinds share it.
+// names none (probesFor). Each error is reported once, even when both types share it.
 func (p *parser) checkProbes(t *Target) {
 	seen := map[string]bool{}
 	add := func(err *Error) {
@@ -456,8 +456,8 @@ func (p *parser) checkProbes(t *Target) {
 			p.errs = append(p.errs, err)
 		}
 	}
-	for _, kind := range []Kind{KindDirectory, KindBlockDevice} {
-		probes := t.probesFor(kind)
+	for _, typ := range []TargetType{TypeDirectory, TypeBlockDevice} {
+		probes := t.probesFor(typ)
 		for _, k := range probe.Kinds() {
 			c := probes[k.Name]
 			if c == nil {

@@ -113,8 +113,8 @@ func TestDefaultsFollowTheDesign(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := cfg.Targets[0]
-	if d.Path != dir || d.Kind != config.KindDirectory {
-		t.Errorf("relative path made absolute as %q (%s), want %q", d.Path, d.Kind, dir)
+	if d.Path != dir || d.Type != config.TypeDirectory {
+		t.Errorf("relative path made absolute as %q (%s), want %q", d.Path, d.Type, dir)
 	}
 	if got := d.ProbeNames(); strings.Join(got, ",") != "fsync,randread,seqread" {
 		t.Errorf("directory default probes %v", got)
@@ -155,8 +155,8 @@ func TestWriteProbesAreRefusedOnBlockDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Targets[0].ProbeNames(); cfg.Targets[0].Kind != config.KindBlockDevice || strings.Join(got, ",") != "randread,seqread" {
-		t.Errorf("block device defaults: kind %s probes %v", cfg.Targets[0].Kind, got)
+	if got := cfg.Targets[0].ProbeNames(); cfg.Targets[0].Type != config.TypeBlockDevice || strings.Join(got, ",") != "randread,seqread" {
+		t.Errorf("block device defaults: kind %s probes %v", cfg.Targets[0].Type, got)
 	}
 }
 

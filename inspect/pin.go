@@ -26,7 +26,7 @@ type Pin struct {
 // PinFilesystem pins a directory target to the filesystem its path is on now; a block
 // device target, or a path that cannot be stat'ed, is pinned to nothing.
 func PinFilesystem(t config.Target) Pin {
-	if t.Kind != config.KindDirectory {
+	if t.Type != config.TypeDirectory {
 		return Pin{}
 	}
 	var st unix.Stat_t

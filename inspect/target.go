@@ -37,7 +37,7 @@ func Target(file string, parsed config.Target, paths device.Paths) Result {
 		return Result{Err: err}
 	}
 	res.Pin = PinFilesystem(t)
-	if t.Kind == config.KindDirectory {
+	if t.Type == config.TypeDirectory {
 		if err := probe.CheckProbeDir(t.ProbeRoot()); err != nil {
 			res.Planted = t.FieldError(file, probeRootField(&t), "%v", err)
 		}
@@ -66,7 +66,7 @@ func checkTarget(file string, t *config.Target, dev device.Info, devErr error) e
 		syncs = syncs || k.Writes
 		reads = reads || k.ReadsSource
 	}
-	if t.Kind == config.KindDirectory {
+	if t.Type == config.TypeDirectory {
 		if err := probe.CheckOnDisk(t.Path, syncs, reads); err != nil {
 			fail("path", "%v", err)
 			return errors.Join(errs...)
