@@ -109,7 +109,8 @@ fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/diskprobe_exporter -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME)
 
-# Rewrites BENCHMARKS.md and tests/bench/plots/*.png (see tests/bench/doc.go): agreement with
+# Rewrites the benchmark report (docs/benchmarks/, BENCHMARKS.md) and tests/bench/plots/*.png
+# (see tests/bench/doc.go): agreement with
 # fio, CPU per operation, scrape cost, memory, disk budget, hot paths, check's queue-depth jobs
 # against fio's libaio, a live etcd beside the exporter (34 minutes here); then the alert
 # replay (tests/internal/alertreplay) splices in its section: detection times and false
@@ -127,6 +128,14 @@ fuzz:
 # the tests module; the plots come from tests/bench/plot, a module of its own, so that neither
 # go.mod carries a plotting library.
 BENCH_TIMEOUT ?= 60m
+# The report is one file per section in docs/benchmarks/ and BENCHMARKS.md their index
+# (tests/cmd/benchmarks), so that a run rewrites files there, not one 118 KB file at the
+# root. The writers rewrite sections of one whole file by heading, as they always did:
+# BENCH_REPORT, joined from docs/benchmarks/ first and split back into it at the end. A run
+# that stops midway leaves what it measured in BENCH_REPORT, which `go -C tests run
+# ./cmd/benchmarks split <its absolute path>` keeps. One writer alone: join into a file,
+# point its DISKPROBE_BENCH_REPORT there, split that file.
+BENCH_REPORT ?= dist/bench/BENCHMARKS.md
 # End-to-end tests whose timing figures (round schedule, scrape p99) are judged only here, on a
 # quiet machine; make test asserts what holds on any machine (tests/e2e/benchmode_test.go).
 BENCH_TIMING_TESTS := TestScrapeLoadLosesNoScrapesOrRounds|TestManyTargetsHealthyOnesNotHeldByHungOrSlowOnes
@@ -134,14 +143,16 @@ bench:
 	@if [ "$$(id -u)" -ne 0 ]; then \
 	  echo "make bench: must run as root (it creates loop devices, blkio cgroups and mounts)" >&2; exit 1; fi
 	@scripts/ensure-deps.sh prometheus-node-exporter=prometheus-node-exporter findmnt=util-linux etcd=etcd-server etcdctl=etcd-client
-	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestBenchReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
-	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./internal/alertreplay -run '^TestReplayReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
-	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./e2e -run '^($(BENCH_TIMING_TESTS))$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	@mkdir -p $(dir $(BENCH_REPORT)) && $(GO) -C tests run ./cmd/benchmarks join > $(BENCH_REPORT)
+	cd tests && DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestBenchReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./internal/alertreplay -run '^TestReplayReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./e2e -run '^($(BENCH_TIMING_TESTS))$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	@scripts/tools.sh prometheus >/dev/null
-	cd tests && DISKPROBE_BENCH_RULESCALE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestRuleScale$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
-	cd tests && DISKPROBE_BENCH_LIVEALERT=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestLivePeerGroupPagesTheFailingDisk$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_RULESCALE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestRuleScale$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_LIVEALERT=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestLivePeerGroupPagesTheFailingDisk$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	@scripts/tools.sh thanos victoriametrics >/dev/null
-	cd tests && DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./sharding -run '^TestShardingReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./sharding -run '^TestShardingReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	$(GO) -C tests run ./cmd/benchmarks split $(abspath $(BENCH_REPORT))
 	cd tests/bench/plot && $(GO) run . -in ../plots/cdf.json -out ../plots
 
 # .deb and .rpm into $(DIST)/ (packaging/nfpm.yaml). nfpm runs as a pinned module, outside
