@@ -73,10 +73,14 @@ test-k8s:
 	@scripts/tools.sh k8s prometheus-operator prometheus kube-router >/dev/null
 	cd tests && DISKPROBE_TOOLS_REQUIRED=1 $(GO) test -p 1 -count=1 -timeout 30m -v $(K8S_PKGS)
 
-# The packages whose tests need no root, under the race detector: the lock-free code (the
-# latency histogram, the scheduler's snapshot, the in-flight atomics) and whatever shares
-# state with a scrape. -short skips what needs root (testenv.RequireRoot) or is long.
-RACE_PKGS ?= ./collector/... ./config/... ./probe/... ./device/... ./check/... ./internal/gzipresponse/...
+# The daemon's packages (scripts/daemon-packages.sh: every package of this module the binary
+# links), the one list the race tier and lint's guards read (.golangci.yml names the same,
+# checked by tests/docs). Expanded only where used.
+DAEMON_PKGS = $(shell GO='$(GO)' scripts/daemon-packages.sh)
+# The daemon's packages under the race detector: the lock-free code (the latency histogram,
+# the scheduler's snapshot, the in-flight atomics), whatever shares state with a scrape, and
+# the rest of the daemon with it. -short skips what needs root (testenv.RequireRoot) or is long.
+RACE_PKGS ?= $(DAEMON_PKGS)
 test-race:
 	$(GO) test -race -short -count=1 -timeout 10m $(RACE_PKGS)
 
@@ -105,7 +109,8 @@ fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/diskprobe_exporter -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME)
 
-# Rewrites BENCHMARKS.md and tests/bench/plots/*.png (see tests/bench/doc.go): agreement with
+# Rewrites the benchmark report (docs/benchmarks/, BENCHMARKS.md) and tests/bench/plots/*.png
+# (see tests/bench/doc.go): agreement with
 # fio, CPU per operation, scrape cost, memory, disk budget, hot paths, check's queue-depth jobs
 # against fio's libaio, a live etcd beside the exporter (34 minutes here); then the alert
 # replay (tests/internal/alertreplay) splices in its section: detection times and false
@@ -123,6 +128,14 @@ fuzz:
 # the tests module; the plots come from tests/bench/plot, a module of its own, so that neither
 # go.mod carries a plotting library.
 BENCH_TIMEOUT ?= 60m
+# The report is one file per section in docs/benchmarks/ and BENCHMARKS.md their index
+# (tests/cmd/benchmarks), so that a run rewrites files there, not one 118 KB file at the
+# root. The writers rewrite sections of one whole file by heading, as they always did:
+# BENCH_REPORT, joined from docs/benchmarks/ first and split back into it at the end. A run
+# that stops midway leaves what it measured in BENCH_REPORT, which `go -C tests run
+# ./cmd/benchmarks split <its absolute path>` keeps. One writer alone: join into a file,
+# point its DISKPROBE_BENCH_REPORT there, split that file.
+BENCH_REPORT ?= dist/bench/BENCHMARKS.md
 # End-to-end tests whose timing figures (round schedule, scrape p99) are judged only here, on a
 # quiet machine; make test asserts what holds on any machine (tests/e2e/benchmode_test.go).
 BENCH_TIMING_TESTS := TestScrapeLoadLosesNoScrapesOrRounds|TestManyTargetsHealthyOnesNotHeldByHungOrSlowOnes
@@ -130,14 +143,16 @@ bench:
 	@if [ "$$(id -u)" -ne 0 ]; then \
 	  echo "make bench: must run as root (it creates loop devices, blkio cgroups and mounts)" >&2; exit 1; fi
 	@scripts/ensure-deps.sh prometheus-node-exporter=prometheus-node-exporter findmnt=util-linux etcd=etcd-server etcdctl=etcd-client
-	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestBenchReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
-	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./internal/alertreplay -run '^TestReplayReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
-	cd tests && DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./e2e -run '^($(BENCH_TIMING_TESTS))$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	@mkdir -p $(dir $(BENCH_REPORT)) && $(GO) -C tests run ./cmd/benchmarks join > $(BENCH_REPORT)
+	cd tests && DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestBenchReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./internal/alertreplay -run '^TestReplayReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./e2e -run '^($(BENCH_TIMING_TESTS))$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	@scripts/tools.sh prometheus >/dev/null
-	cd tests && DISKPROBE_BENCH_RULESCALE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestRuleScale$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
-	cd tests && DISKPROBE_BENCH_LIVEALERT=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./bench -run '^TestLivePeerGroupPagesTheFailingDisk$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_RULESCALE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestRuleScale$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_LIVEALERT=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestLivePeerGroupPagesTheFailingDisk$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	@scripts/tools.sh thanos victoriametrics >/dev/null
-	cd tests && DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(CURDIR)/BENCHMARKS.md $(GO) test ./sharding -run '^TestShardingReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./sharding -run '^TestShardingReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	$(GO) -C tests run ./cmd/benchmarks split $(abspath $(BENCH_REPORT))
 	cd tests/bench/plot && $(GO) run . -in ../plots/cdf.json -out ../plots
 
 # .deb and .rpm into $(DIST)/ (packaging/nfpm.yaml). nfpm runs as a pinned module, outside
@@ -207,10 +222,8 @@ image: build
 #                                                 image's one per platform (.oci.tar.linux-<arch>.)
 #   SHA256SUMS                                    over all of the above
 # <v> is SEMVER, <pkgv> VERSION: the release at its tag, a development version elsewhere.
-# Reproducible: two runs from one commit give the same bytes. Every time stamp is the commit's
-# (SOURCE_DATE_EPOCH, BUILD_DATE), the build user fixed, the binaries -trimpath; tar sorts
-# names, owner 0, gzip -n. `helm package` stamps each file with the current time and `helm repo
-# index` the index, so both are rewritten with the commit's time.
+# Reproducible: two runs from one commit give the same bytes (packaging/release.sh, the
+# recipe, says how).
 # Why not GoReleaser and ko: GoReleaser would run the same nfpm over the same nfpm.yaml, and
 # ko writes a multi-arch index only to a registry (or a docker daemon) and builds from Go
 # packages, not from our Containerfile; nfpm and tests/cmd/ociimage already do the job.
@@ -225,59 +238,12 @@ RELEASE_TOOL_PKGS := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0 helm.sh/helm
   github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 # Where the release workflow serves the chart from (index.yaml's URLs): the release's assets.
 CHART_URL       ?= https://github.com/diskprobe/diskprobe_exporter/releases/download/v$(SEMVER)
-RELEASE_FLAGS    = VERSION='$(VERSION)' SEMVER='$(SEMVER)' REVISION='$(REVISION)' \
-  BRANCH='$(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null || echo HEAD)' \
-  BUILD_USER=release@diskprobe \
-  BUILD_DATE='$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d-%H:%M:%S 2>/dev/null)'
-
 release:
-	@set -eu; umask 022; \
-	  d='$(abspath $(RELEASE_DIST))'; b="$$d/.build"; tools='$(abspath $(RELEASE_TOOLS))'; \
-	  export SOURCE_DATE_EPOCH=$(COMMIT_EPOCH) TZ=UTC; \
-	  rm -rf "$$d"; mkdir -p "$$b/host" "$$tools"; \
-	  echo "release $(SEMVER) (packages $(VERSION)) into $(RELEASE_DIST)"; \
-	  for p in $(RELEASE_TOOL_PKGS); do GOBIN="$$tools" GOFLAGS= $(GO) install "$$p"; done; \
-	  $(MAKE) --no-print-directory build $(RELEASE_FLAGS); \
-	  mv $(BINARY) "$$b/host/"; \
-	  for arch in $(RELEASE_ARCHES); do \
-	    GOOS=linux GOARCH=$$arch $(MAKE) --no-print-directory package $(RELEASE_FLAGS) \
-	      DIST="$$d" NFPM="$$tools/nfpm" MANPAGE_BINARY="$$b/host/$(BINARY)"; \
-	    t=$(BINARY)-$(SEMVER).linux-$$arch; \
-	    mkdir -p "$$b/linux-$$arch" "$$b/$$t"; mv $(BINARY) "$$b/linux-$$arch/"; \
-	    install -m 0755 "$$b/linux-$$arch/$(BINARY)" "$$b/$$t/"; \
-	    install -m 0644 LICENSE README.md examples/diskprobe.yml $(PACKAGE_STAGE)/$(BINARY).1.gz "$$b/$$t/"; \
-	    install -D -m 0644 -t "$$b/$$t/alerts" alerts/diskprobe.rules.yml; \
-	    install -D -m 0644 -t "$$b/$$t/dashboards" dashboards/*.json; \
-	    install -D -m 0644 -t "$$b/$$t/examples" examples/alertmanager.yml; \
-	    install -D -m 0644 -t "$$b/$$t/examples/kubernetes" examples/kubernetes/*.yaml; \
-	    tar -C "$$b" --sort=name --mtime=@$$SOURCE_DATE_EPOCH --owner=0 --group=0 --numeric-owner \
-	      --format=gnu -cf - "$$t" | gzip -9n > "$$d/$$t.tar.gz"; \
-	  done; \
-	  rm -rf $(PACKAGE_STAGE); \
-	  platforms=; for arch in $(RELEASE_ARCHES); do platforms="$$platforms -platform linux/$$arch=$$b/linux-$$arch"; done; \
-	  $(GO) -C tests run ./cmd/ociimage -f '$(CURDIR)/Containerfile' -context '$(CURDIR)' -t '$(IMAGE):$(SEMVER)' \
-	    -o "$$d/$(notdir $(IMAGE))-$(SEMVER).oci.tar" $$platforms \
-	    --build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)'; \
-	  "$$tools/helm" package charts/diskprobe-exporter --version '$(SEMVER)' --app-version '$(SEMVER)' -d "$$b/chart" >/dev/null; \
-	  chart=diskprobe-exporter-$(SEMVER).tgz; mkdir -p "$$b/chart/x"; \
-	  tar -C "$$b/chart/x" -m -xzf "$$b/chart/$$chart"; \
-	  tar -tzf "$$b/chart/$$chart" | tar -C "$$b/chart/x" --no-recursion --mtime=@$$SOURCE_DATE_EPOCH \
-	    --owner=0 --group=0 --numeric-owner --mode=0644 --format=ustar -cf - -T - | gzip -9n > "$$d/$$chart"; \
-	  "$$tools/helm" repo index "$$d" --url '$(CHART_URL)'; \
-	  stamp=$$(date -u -d @$$SOURCE_DATE_EPOCH +%Y-%m-%dT%H:%M:%SZ); \
-	  sed -i -E "s/^(generated|    created): .*/\1: \"$$stamp\"/" "$$d/index.yaml"; \
-	  for arch in $(RELEASE_ARCHES); do \
-	    for a in "$$d"/$(BINARY)-$(SEMVER).linux-$$arch.tar.gz "$$d"/*_$$arch.deb \
-	      "$$d"/*.$$(case $$arch in amd64) echo x86_64;; arm64) echo aarch64;; *) echo $$arch;; esac).rpm \
-	      "$$d/$(notdir $(IMAGE))-$(SEMVER).oci.tar.linux-$$arch"; do \
-	      GOOS=linux GOARCH=$$arch "$$tools/cyclonedx-gomod" bin -json -noserial -version 'v$(SEMVER)' \
-	        -output "$$a.sbom.cdx.json" "$$b/linux-$$arch/$(BINARY)"; \
-	      sed -i -E "0,/\"timestamp\": \"[^\"]*\"/s//\"timestamp\": \"$$stamp\"/" "$$a.sbom.cdx.json"; \
-	    done; \
-	  done; \
-	  rm -rf "$$b"; \
-	  cd "$$d" && find . -maxdepth 1 -type f ! -name SHA256SUMS -printf '%f\n' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS; \
-	  echo "release: $(RELEASE_DIST)/"; cat SHA256SUMS
+	@GO='$(GO)' MAKE='$(MAKE)' BINARY='$(BINARY)' VERSION='$(VERSION)' SEMVER='$(SEMVER)' \
+	  REVISION='$(REVISION)' RELEASE_DIST='$(RELEASE_DIST)' RELEASE_TOOLS='$(RELEASE_TOOLS)' \
+	  RELEASE_ARCHES='$(RELEASE_ARCHES)' RELEASE_TOOL_PKGS='$(RELEASE_TOOL_PKGS)' \
+	  PACKAGE_STAGE='$(PACKAGE_STAGE)' IMAGE='$(IMAGE)' CHART_URL='$(CHART_URL)' \
+	  COMMIT_EPOCH='$(COMMIT_EPOCH)' packaging/release.sh
 
 # The chart's copies of alerts/diskprobe.rules.yml and dashboards/*.json: real files, since helm
 # warns on symlinks in a chart and a chart directory copied alone (vendored, pulled) has no

@@ -82,9 +82,9 @@ func RandRW(ctx context.Context, opts RandRWOptions) (*RandRWReport, error) {
 	}
 	rep := &RandRWReport{Path: opts.Path, Device: tg.device, BlockSize: opts.BlockSize, Depth: opts.Depth, ReadMix: opts.ReadMix}
 	err = tg.withReadSource(ctx, opts.ProbeDir, opts.FileSize, opts.Progress, func(src *probe.ReadSource) error {
-		rep.Source = Source{Kind: "file", Bytes: src.Size()}
+		rep.Source = Source{Type: "file", Bytes: src.Size()}
 		if tg.isDevice {
-			rep.Source.Kind = "device"
+			rep.Source.Type = "device"
 		}
 		return rep.run(ctx, src, opts)
 	})

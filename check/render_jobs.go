@@ -23,7 +23,7 @@ func mbps(bytesPerSecond float64) string {
 }
 
 func (s Source) describe() string {
-	if s.Kind == "device" {
+	if s.Type == "device" {
 		return fmt.Sprintf("the whole device (%s), opened read-only", bytesize.Approx(s.Bytes))
 	}
 	return fmt.Sprintf("a %s file of its own, written in full first", bytesize.Approx(s.Bytes))
@@ -117,7 +117,7 @@ func (rep *RandRWReport) WriteText(w io.Writer) error {
 // The JSON of the sweep and randrw profiles, documented in docs/check.md: add fields,
 // never rename them. Durations are seconds, rates per second, sizes bytes.
 type jsonSource struct {
-	Kind  string `json:"kind"`
+	Type  string `json:"kind"` // a contract (docs/check.md): the key stays "kind"
 	Bytes int64  `json:"bytes"`
 }
 

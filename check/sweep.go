@@ -79,7 +79,7 @@ type SweepReport struct {
 
 // Source is what the read jobs read.
 type Source struct {
-	Kind  string // "device" (read-only) or "file" (a prepared probe file)
+	Type  string // "device" (read-only) or "file" (a prepared probe file)
 	Bytes int64  // bytes addressed
 }
 
@@ -145,9 +145,9 @@ func Sweep(ctx context.Context, opts SweepOptions) (*SweepReport, error) {
 	opts.Progress.note(fmt.Sprintf("sweep: %d cells of %s, %s: about %s", len(cells), opts.Runtime, what, formatSeconds(rep.Advertised)))
 
 	err = tg.withReadSource(ctx, opts.ProbeDir, opts.FileSize, opts.Progress, func(src *probe.ReadSource) error {
-		rep.Source = Source{Kind: "file", Bytes: src.Size()}
+		rep.Source = Source{Type: "file", Bytes: src.Size()}
 		if tg.isDevice {
-			rep.Source.Kind = "device"
+			rep.Source.Type = "device"
 		}
 		return rep.run(ctx, src, cells, opts.Progress)
 	})

@@ -43,11 +43,11 @@ func openTarget(ctx context.Context, path, probeDir string, paths device.Paths) 
 	if err := answers(ctx, path, probeDir); err != nil {
 		return nil, err
 	}
-	kind, err := inspect.Kind(path)
+	typ, err := inspect.PathType(path)
 	if err != nil {
 		return nil, err
 	}
-	t := &target{path: path, isDevice: kind == config.KindBlockDevice}
+	t := &target{path: path, isDevice: typ == config.TypeBlockDevice}
 	if info, err := paths.Resolve(path); err == nil {
 		t.device = &Device{Name: info.Name, Disk: info.Disk, Model: info.Model, Serial: info.Serial, Rotational: info.Rotational}
 		t.align = info.LogicalBlockSize
@@ -86,11 +86,11 @@ func (t *target) checkProbeDir(probeDir string) error {
 	if probeDir == "" {
 		return nil
 	}
-	kind := config.KindDirectory
+	typ := config.TypeDirectory
 	if t.isDevice {
-		kind = config.KindBlockDevice
+		typ = config.TypeBlockDevice
 	}
-	if err := inspect.ProbeDir(kind, t.path, probeDir); err != nil {
+	if err := inspect.ProbeDir(typ, t.path, probeDir); err != nil {
 		return fmt.Errorf("--probe-dir: %w", err)
 	}
 	return nil

@@ -73,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_errors_total",
 			Help: "Probe rounds that failed, and operations found stuck in the kernel past limits.timeout."}, tp),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_skipped_total",
-			Help: "Probe rounds not run, by reason: inflight (previous round still running, e.g. I/O stuck in the kernel), preparing (read probe file still being written), low_free_space (under limits.min_free)."}, []string{"target", "probe", "reason"}),
+			Help: "Probe rounds not run, by reason: inflight (previous round still running, e.g. I/O stuck in the kernel), preparing (the probe's file still being written: the read probe file, the commit probe's database file), low_free_space (under limits.min_free)."}, []string{"target", "probe", "reason"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_last_success_timestamp_seconds",
 			Help: "Unix time the probe last completed a round without error."}, tp),
 		ioOps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_io_operations_total",

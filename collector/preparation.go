@@ -19,7 +19,7 @@ func (f *sharedReads) open(w *worker) (*probe.ReadSource, error) {
 	var err error
 	switch {
 	case f.source != nil:
-	case w.target.Kind == config.KindBlockDevice:
+	case w.target.Type == config.TypeBlockDevice:
 		f.source, err = probe.OpenDevice(w.target.Path, w.fallbackAlign())
 	default:
 		f.source, err = probe.NewReadFile(w.target.ProbeRoot(), w.target.ReadFileSize(), w.target.Limits.MinFree, w.fallbackAlign())

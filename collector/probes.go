@@ -42,7 +42,7 @@ func largestBlock(t *config.Target) int {
 	for name, c := range t.Probe {
 		k := config.LookupProbe(name)
 		n = max(n, k.LargestBlock(*c))
-		if t.Kind == config.KindDirectory && k.ReadsSource {
+		if t.Type == config.TypeDirectory && k.ReadsSource {
 			n = max(n, probe.FillBlock)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/inspect"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
@@ -93,7 +94,7 @@ func TestScrapesRaceWithRoundsReloadsAndStop(t *testing.T) {
 	s := NewScheduler(m, device.Paths{}, RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	limits := config.Limits{IOPS: 1e5, Bandwidth: 1 << 30, Timeout: 50 * time.Millisecond}
 	target := func(name, path string, interval time.Duration, probes ...string) config.Target {
-		tg := config.Target{Name: name, Path: path, Kind: config.KindDirectory, Limits: limits}
+		tg := config.Target{Name: name, Path: path, Type: config.TypeDirectory, Limits: limits}
 		tg.Probe = map[string]*config.ProbeConfig{}
 		for _, p := range probes {
 			switch p {
@@ -286,7 +287,7 @@ func planWithoutDisks(s *Scheduler, cfg *config.Config) *Plan {
 	for _, tg := range cfg.Targets {
 		old, ok := running[tg.Name]
 		p.targets = append(p.targets, planned{parsed: tg, keep: ok && sameTarget(old, tg),
-			res: &resolution{target: tg, devErr: errors.New("no disk in this test")}})
+			res: &inspect.Result{Target: tg, DeviceErr: errors.New("no disk in this test")}})
 	}
 	return p
 }

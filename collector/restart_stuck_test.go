@@ -49,7 +49,7 @@ func TestReloadThatChangesAStuckTargetKeepsReportingItStuck(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfgWith := func(interval time.Duration) *config.Config {
-		return &config.Config{Targets: []config.Target{{Name: "stuck", Path: dir, Kind: config.KindDirectory,
+		return &config.Config{Targets: []config.Target{{Name: "stuck", Path: dir, Type: config.TypeDirectory,
 			Limits: config.Limits{IOPS: 100, Bandwidth: 1 << 30, Timeout: time.Hour},
 			Probe: map[string]*config.ProbeConfig{
 				config.ProbeFsync: {Interval: interval, Ops: 1, BlockSize: 4096, FileSize: 1 << 20}}}}}

@@ -23,7 +23,7 @@ import (
 // touches the target's disk. An operation stuck in the kernel blocks the worker alone;
 // the schedule loop goes on counting skipped rounds, and /metrics reads the age of the
 // stuck operation from an atomic. The one exception is a path that did not answer when
-// the target was configured: the Resolver's call on it is the goroutine that hangs, and
+// the target was configured: the Inspector's call on it is the goroutine that hangs, and
 // the worker waits for that call rather than making a second one.
 //
 // Each field has one owner, named beside it: what newRunner sets and nothing writes
@@ -63,10 +63,10 @@ type runner struct {
 // status is what scrapes and /-/ready read of a runner while it probes: atomics, so that
 // reading them never waits on the disk. The worker writes them.
 type status struct {
-	current  atomic.Int32   // index into probes of the outstanding operation's probe, -1 when idle
-	inflight probe.Inflight // when the outstanding operation started
-	resolved atomic.Bool    // the target's path has answered (see worker.resolve)
-	worked   atomic.Bool    // a round has succeeded since the runner started (see brokenBy)
+	current   atomic.Int32   // index into probes of the outstanding operation's probe, -1 when idle
+	inflight  probe.Inflight // when the outstanding operation started
+	inspected atomic.Bool    // the target's path has answered (see worker.inspect)
+	worked    atomic.Bool    // a round has succeeded since the runner started (see brokenBy)
 }
 
 // track runs fn, one operation of probe index on the target, as the outstanding one.
@@ -76,7 +76,7 @@ func (s *status) track(index int32, fn func()) {
 	s.current.Store(-1)
 }
 
-// probeRun is one probe kind on one target, with its metric children resolved once.
+// probeRun is one probe kind on one target, with its metric children looked up once.
 // newRunner fills it; after that only pending and status change.
 type probeRun struct {
 	name     string
@@ -119,7 +119,7 @@ type probeStatus struct {
 func newRunner(sh *shared, file string, pt planned, predecessor *runner) *runner {
 	t := pt.parsed.AssumedDirectory()
 	if pt.res != nil {
-		t = pt.res.target
+		t = pt.res.Target
 	}
 	names := t.ProbeNames()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,7 +151,7 @@ func newRunner(sh *shared, file string, pt planned, predecessor *runner) *runner
 		r.loop.next = append(r.loop.next, now.Add(time.Duration(rand.Int64N(int64(min(pr.interval, 2*time.Second))))))
 	}
 	if pt.res != nil {
-		r.worker.resolved(*pt.res)
+		r.worker.inspected(*pt.res)
 	} else {
 		r.worker.disk = sh.diskFor(r.worker.diskKey())
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
+	"github.com/diskprobe/diskprobe_exporter/inspect"
 )
 
 // testRunner is a runner of a target taken as it is, without device context or a
@@ -13,5 +14,5 @@ func testRunner(tg config.Target, lock chan struct{}, m *Metrics, clock Clock, l
 	d := newDisk()
 	d.lock = lock
 	sh := &shared{metrics: m, clock: clock, logger: logger, diskFor: func(string) *disk { return d }}
-	return newRunner(sh, "test.yml", planned{parsed: tg, res: &resolution{target: tg, devErr: errors.New("no disk in this test")}}, nil)
+	return newRunner(sh, "test.yml", planned{parsed: tg, res: &inspect.Result{Target: tg, DeviceErr: errors.New("no disk in this test")}}, nil)
 }

@@ -158,7 +158,7 @@ func (p *fakeProber) rounds() []time.Time {
 func testTarget(name string, interval time.Duration) config.Target {
 	f := config.Default(config.ProbeFsync)
 	f.Interval = interval
-	return config.Target{Name: name, Path: "/nonexistent/" + name, Kind: config.KindDirectory, Probe: map[string]*config.ProbeConfig{config.ProbeFsync: &f}, Limits: config.DefaultLimits}
+	return config.Target{Name: name, Path: "/nonexistent/" + name, Type: config.TypeDirectory, Probe: map[string]*config.ProbeConfig{config.ProbeFsync: &f}, Limits: config.DefaultLimits}
 }
 
 func startFakeRunner(t *testing.T, m *Metrics, clock *fakeClock, tg config.Target, lock chan struct{}, fp *fakeProber) *runner {
@@ -425,7 +425,7 @@ func TestReadRoundSkippedWhilePreparingRunsOnceTheFileIsReady(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	rr := config.Default(config.ProbeRandread)
 	rr.Interval, rr.FileSize = time.Hour, 4<<20
-	tg := config.Target{Name: "data", Path: t.TempDir(), Kind: config.KindDirectory, Probe: map[string]*config.ProbeConfig{config.ProbeRandread: &rr}, Limits: config.DefaultLimits}
+	tg := config.Target{Name: "data", Path: t.TempDir(), Type: config.TypeDirectory, Probe: map[string]*config.ProbeConfig{config.ProbeRandread: &rr}, Limits: config.DefaultLimits}
 	tg.Limits.MinFree = 0
 	if err := probe.CheckDirectIO(tg.Path); err != nil {
 		t.Skipf("%v (the read probe needs O_DIRECT on the test's temporary directory)", err)
@@ -513,7 +513,7 @@ func TestCommitRoundSkippedWhileItsFileFillsRunsOnceItIsFull(t *testing.T) {
 	m := NewMetrics(reg)
 	c := config.Default(config.ProbeCommit)
 	c.Interval, c.FileSize, c.Ops = time.Hour, 20<<20, 3
-	tg := config.Target{Name: "data", Path: t.TempDir(), Kind: config.KindDirectory, Probe: map[string]*config.ProbeConfig{config.ProbeCommit: &c}, Limits: config.DefaultLimits}
+	tg := config.Target{Name: "data", Path: t.TempDir(), Type: config.TypeDirectory, Probe: map[string]*config.ProbeConfig{config.ProbeCommit: &c}, Limits: config.DefaultLimits}
 	tg.Limits.MinFree = 0
 	r := testRunner(tg, make(chan struct{}, 1), m, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	r.start()

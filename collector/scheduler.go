@@ -1,8 +1,9 @@
 // Package collector schedules the probes of every target under hard rate limits and
-// turns their results into Prometheus metrics. Its own system calls are the stat that
-// checks a target is still on its filesystem (filesystem.go); asking what a path is
-// (inspect, device) runs under a bounded wait (Resolver), and the probes' I/O is the probe
-// package's job.
+// turns their results into Prometheus metrics. It asks the disk nothing itself: what a
+// target's path is, and whether it is still on its filesystem at each round, is the
+// inspect package's (under a bounded wait, inspect.Inspector, or as a round's
+// outstanding operation); device context is read from /proc/diskstats through device;
+// the probes' I/O is the probe package's job.
 package collector
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/inspect"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
@@ -37,12 +39,12 @@ type Scheduler struct {
 
 // shared is what the runners of a Scheduler share. Nothing writes it after NewScheduler.
 type shared struct {
-	metrics  *Metrics
-	paths    device.Paths
-	clock    Clock
-	logger   *slog.Logger
-	resolver *Resolver
-	diskFor  func(key string) *disk // the disk a target is on (see worker.diskKey)
+	metrics   *Metrics
+	paths     device.Paths
+	clock     Clock
+	logger    *slog.Logger
+	inspector *inspect.Inspector
+	diskFor   func(key string) *disk // the disk a target is on (see worker.diskKey)
 }
 
 func (s *Scheduler) running() []*runner {
@@ -65,7 +67,7 @@ func (s *Scheduler) publishSnapshot() {
 func NewScheduler(m *Metrics, paths device.Paths, clock Clock, logger *slog.Logger) *Scheduler {
 	ds := &disks{byKey: map[string]*disk{}}
 	s := &Scheduler{runners: map[string]*runner{},
-		shared: shared{metrics: m, paths: paths, clock: clock, logger: logger, resolver: NewResolver(paths), diskFor: ds.get}}
+		shared: shared{metrics: m, paths: paths, clock: clock, logger: logger, inspector: inspect.NewInspector(paths), diskFor: ds.get}}
 	m.inflight.scheduler = s
 	if err := probe.CheckCPUWait(); err != nil {
 		logger.Warn("diskprobe_probe_cpu_wait_seconds_total is not exported: this kernel does not report how long a thread waits for a CPU (schedstat run_delay), so host CPU starvation cannot be told apart from a slow disk", "err", err)
@@ -128,8 +130,8 @@ func (s *Scheduler) Apply(p *Plan) error {
 		s.runners[name] = r
 		r.start()
 		if res := pt.res; res != nil {
-			t := res.target
-			s.logger.Info("probing target", "target", name, "path", t.Path, "kind", t.Kind, "device", res.dev.Name, "probes", fmt.Sprint(t.ProbeNames()))
+			t := res.Target
+			s.logger.Info("probing target", "target", name, "path", t.Path, "kind", t.Type, "device", res.Device.Name, "probes", fmt.Sprint(t.ProbeNames()))
 		}
 	}
 	return nil
@@ -144,7 +146,7 @@ func (s *Scheduler) Apply(p *Plan) error {
 // disk's state, which the metrics report, not a configuration that cannot work.
 func (s *Scheduler) Ready() error {
 	for _, r := range s.running() {
-		if !r.status.resolved.Load() {
+		if !r.status.inspected.Load() {
 			return fmt.Errorf("target %s: its path has not answered yet (a hung mount?); see the log", r.name)
 		}
 		if why := r.brokenBy(); why != "" {

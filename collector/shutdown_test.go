@@ -15,6 +15,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/inspect"
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
@@ -45,7 +46,7 @@ func fsyncTargets(t *testing.T, prefix string, n int) *config.Config {
 	cfg, dir := &config.Config{}, t.TempDir()
 	for i := range n {
 		cfg.Targets = append(cfg.Targets, config.Target{Name: fmt.Sprintf("%s%d", prefix, i), Path: fmt.Sprintf("%s/absent-%s%d", dir, prefix, i),
-			Kind: config.KindDirectory, Limits: config.Limits{IOPS: 100, Bandwidth: 1 << 30, Timeout: time.Hour},
+			Type: config.TypeDirectory, Limits: config.Limits{IOPS: 100, Bandwidth: 1 << 30, Timeout: time.Hour},
 			Probe: map[string]*config.ProbeConfig{config.ProbeFsync: {Interval: 50 * time.Millisecond, Ops: 1, BlockSize: 4096, FileSize: 1 << 20}}})
 	}
 	return cfg
@@ -134,12 +135,12 @@ func TestApplyAfterStopStartsNothing(t *testing.T) {
 	}
 }
 
-// TestReplacedRunnerCannotPublishItsLateResolution: a runner replaced or removed by a
+// TestReplacedRunnerCannotPublishItsLateInspection: a runner replaced or removed by a
 // reload, whose worker had asked its path and gets the answer only now, used to publish
 // it: a diskprobe_target_info with the old path beside the new one, or the series of a
 // removed target back after the reload deleted them. Once stopped, a runner publishes
-// nothing: not its resolution, its device context, or a skipped round.
-func TestReplacedRunnerCannotPublishItsLateResolution(t *testing.T) {
+// nothing: not its inspection, its device context, or a skipped round.
+func TestReplacedRunnerCannotPublishItsLateInspection(t *testing.T) {
 	s, m, release := heldScheduler(t)
 	release() // rounds end: the stopped runners' workers are gone, not stuck
 	t.Cleanup(func() { s.Stop(time.Second) })
@@ -149,20 +150,20 @@ func TestReplacedRunnerCannotPublishItsLateResolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := s.running()[0]
-	late := resolution{target: cfg.Targets[0], devErr: errors.New("no disk in this test")}
+	late := inspect.Result{Target: cfg.Targets[0], DeviceErr: errors.New("no disk in this test")}
 
 	newPath := oldPath + "-moved"
 	cfg.Targets[0].Path = newPath
 	if err := s.Apply(planWithoutDisks(s, cfg)); err != nil {
 		t.Fatal(err)
 	}
-	if old.worker.resolved(late) {
-		t.Error("a runner replaced by a reload took its late resolution")
+	if old.worker.inspected(late) {
+		t.Error("a runner replaced by a reload took its late inspection")
 	}
 	if n := testutil.CollectAndCount(m.targetInfo); n != 1 {
-		t.Errorf("%d diskprobe_target_info series for one target after its replaced runner resolved late; want 1", n)
+		t.Errorf("%d diskprobe_target_info series for one target after its replaced runner's path answered late; want 1", n)
 	}
-	if v := testutil.ToFloat64(m.targetInfo.WithLabelValues("t0", newPath, string(config.KindDirectory), "", "", "", "0")); v != 1 {
+	if v := testutil.ToFloat64(m.targetInfo.WithLabelValues("t0", newPath, string(config.TypeDirectory), "", "", "", "0")); v != 1 {
 		t.Errorf("diskprobe_target_info for the new path: %v; want 1", v)
 	}
 
@@ -170,7 +171,7 @@ func TestReplacedRunnerCannotPublishItsLateResolution(t *testing.T) {
 	if err := s.Apply(planWithoutDisks(s, &config.Config{})); err != nil {
 		t.Fatal(err)
 	}
-	current.worker.resolved(late)
+	current.worker.inspected(late)
 	current.probes[0].skip(SkipPreparing)
 	for name, c := range map[string]prometheus.Collector{"target_info": m.targetInfo, "probe_skipped_total": m.skipped} {
 		if n := testutil.CollectAndCount(c); n != 0 {

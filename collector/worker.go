@@ -9,6 +9,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/inspect"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
@@ -17,13 +18,13 @@ import (
 type worker struct {
 	r *runner
 
-	// What the target's path answered (resolved): from newRunner, or from the first
+	// What the target's path answered (inspected): from newRunner, or from the first
 	// round when the path did not answer in time.
-	target config.Target // with its kind and the kind's default probes
+	target config.Target // with its type and the type's default probes
 	dev    device.Info
 	devOK  bool
-	fs     filesystemPin // a directory target's filesystem at start
-	disk   *disk         // shared by the targets on the same disk
+	fs     inspect.Pin // a directory target's filesystem at start
+	disk   *disk       // shared by the targets on the same disk
 
 	probers []probe.Prober // by probe index, built by the probe's first round
 	lastErr []string       // by probe index: the error last logged, "" since a success
@@ -82,8 +83,8 @@ func (w *worker) round(pr *probeRun, scheduled bool) {
 		defer pr.pending.Store(false)
 	}
 	w.stopPreparing(pr) // until the round says otherwise
-	if !r.status.resolved.Load() {
-		if err := w.resolve(pr); err != nil {
+	if !r.status.inspected.Load() {
+		if err := w.inspect(pr); err != nil {
 			if r.ctx.Err() == nil {
 				pr.runs.Inc()
 				w.fail(pr, err)
@@ -144,51 +145,51 @@ func (w *worker) round(pr *probeRun, scheduled bool) {
 	}
 }
 
-// resolve asks the target's path what it is, for a target whose path did not answer
-// when it was configured. It is the round's first operation: while the path hangs its
-// age shows in diskprobe_probe_inflight_seconds, rounds due meanwhile are skipped, and
-// the wait is the one call outstanding on that path (the Resolver's), not another.
-func (w *worker) resolve(pr *probeRun) error {
+// inspect asks the target's path what it is (inspect.Target), for a target whose path
+// did not answer when it was configured. It is the round's first operation: while the
+// path hangs its age shows in diskprobe_probe_inflight_seconds, rounds due meanwhile are
+// skipped, and the wait is the one call outstanding on that path (the Inspector's).
+func (w *worker) inspect(pr *probeRun) error {
 	r := w.r
 	var (
-		res resolution
+		res inspect.Result
 		ok  bool
 	)
-	r.status.track(pr.index, func() { res, ok = r.resolver.resolve(r.ctx, r.file, r.parsed, 0) })
+	r.status.track(pr.index, func() { res, ok = r.inspector.Target(r.ctx, r.file, r.parsed, 0) })
 	switch {
 	case !ok:
 		return r.ctx.Err()
-	case res.err != nil:
-		return res.err
-	case !slices.Equal(res.target.ProbeNames(), w.target.ProbeNames()):
+	case res.Err != nil:
+		return res.Err
+	case !slices.Equal(res.Target.ProbeNames(), w.target.ProbeNames()):
 		return fmt.Errorf("%s turned out to be a %s when it answered, with other default probes (%v) than a directory's: reload or restart the exporter to probe it as one",
-			res.target.Path, res.target.Kind, res.target.ProbeNames())
+			res.Target.Path, res.Target.Type, res.Target.ProbeNames())
 	}
-	if !w.resolved(res) {
+	if !w.inspected(res) {
 		return context.Canceled // stopped meanwhile; halt cancelled ctx before it retired r
 	}
-	r.logger.Info("the target's path answered; probing it", "path", w.target.Path, "kind", w.target.Kind, "device", w.dev.Name)
+	r.logger.Info("the target's path answered; probing it", "path", w.target.Path, "kind", w.target.Type, "device", w.dev.Name)
 	return nil
 }
 
-// resolved takes what the target's path answered: its kind, device and filesystem. It
+// inspected takes what the target's path answered: its type, device and filesystem. It
 // takes nothing once the runner is retired (false): a reload may have given the target
 // another path, or removed it, since the path was asked.
-func (w *worker) resolved(res resolution) bool {
+func (w *worker) inspected(res inspect.Result) bool {
 	r := w.r
 	return r.unlessRetired(func() {
-		t := res.target
-		w.target, w.dev, w.devOK, w.fs = t, res.dev, res.devErr == nil, res.pin
+		t := res.Target
+		w.target, w.dev, w.devOK, w.fs = t, res.Device, res.DeviceErr == nil, res.Pin
 		w.disk = r.diskFor(w.diskKey())
-		r.metrics.targetInfo.WithLabelValues(t.Name, t.Path, string(t.Kind), w.dev.Name, w.dev.Model, w.dev.Serial, boolLabel(w.dev.Rotational)).Set(1)
+		r.metrics.targetInfo.WithLabelValues(t.Name, t.Path, string(t.Type), w.dev.Name, w.dev.Model, w.dev.Serial, boolLabel(w.dev.Rotational)).Set(1)
 		if !w.devOK {
-			r.logger.Warn("no device context for target", "path", t.Path, "err", res.devErr)
+			r.logger.Warn("no device context for target", "path", t.Path, "err", res.DeviceErr)
 		}
 		if t.ProbeDirInside() {
 			r.logger.Info("probe files are inside the measured path, the root of its filesystem: if it is etcd's data directory, etcd warns about this entry at each start and otherwise ignores it",
 				"probe_dir", t.ProbeDir, "etcd_warning", t.EtcdWarning())
 		}
-		r.status.resolved.Store(true)
+		r.status.inspected.Store(true)
 	})
 }
 
@@ -205,7 +206,7 @@ func (w *worker) diskKey() string {
 // was on at start. Its stat hangs on a hung mount like any probe call: it is the round's
 // outstanding operation.
 func (w *worker) checkFilesystem(pr *probeRun) (err error) {
-	w.r.status.track(pr.index, func() { err = w.fs.check() })
+	w.r.status.track(pr.index, func() { err = w.fs.Check() })
 	return err
 }
 

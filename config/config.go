@@ -14,13 +14,14 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
-// Kind is what a target's path is. The values are the `kind` label of diskprobe_target_info.
-type Kind string
+// TargetType is what a target's path is. The values are the `kind` label of
+// diskprobe_target_info (a label the dashboards and rules read: it keeps its name).
+type TargetType string
 
-// The kinds of target: a directory holds probe files; a block device is only read.
+// The target types: a directory holds probe files; a block device is only read.
 const (
-	KindDirectory   Kind = "directory"
-	KindBlockDevice Kind = "blockdev"
+	TypeDirectory   TargetType = "directory"
+	TypeBlockDevice TargetType = "blockdev"
 )
 
 // Config is a whole configuration file.
@@ -37,16 +38,16 @@ type Target struct {
 	// is then only stat'ed: a directory of the exporter's own beside another program's data
 	// directory, on the same filesystem. Absolute, cleaned.
 	ProbeDir string
-	Kind     Kind // what the path is on disk: set by SetKind (AssumedDirectory until the path answers)
-	Line     int  // line of the target in the file, for errors found after parsing
-	Index    int  // position in the file's list of targets, for errors: targets[Index]
+	Type     TargetType // what the path is on disk: set by SetType (AssumedDirectory until the path answers)
+	Line     int        // line of the target in the file, for errors found after parsing
+	Index    int        // position in the file's list of targets, for errors: targets[Index]
 	// Lines are the lines of the fields the file gives, by their name under the target
 	// ("path", "fsync", "fsync.block_size", "limits.bandwidth"), so that an error found
 	// later, on disk, names the line of the field at fault (see FieldError).
 	Lines map[string]int
 
-	// Probe holds the enabled probes by kind name (see probe.Kinds); SetKind fills in the
-	// target kind's defaults when the file names none.
+	// Probe holds the enabled probes by kind name (see probe.Kinds); SetType fills in the
+	// target type's defaults when the file names none.
 	Probe  map[string]*ProbeConfig
 	Limits Limits
 }
@@ -140,7 +141,7 @@ func (c *Config) Summary() string {
 		if i > 0 {
 			s += ", "
 		}
-		s += fmt.Sprintf("%s (%s %s: %v", t.Name, t.Kind, t.Path, t.ProbeNames())
+		s += fmt.Sprintf("%s (%s %s: %v", t.Name, t.Type, t.Path, t.ProbeNames())
 		if t.ProbeDir != "" {
 			s += ", probe files in " + t.ProbeDir
 		}

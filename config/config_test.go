@@ -135,7 +135,7 @@ func TestCommitProbeIsOptIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Targets[0].probesFor(KindDirectory)[ProbeCommit]; got != nil {
+	if got := cfg.Targets[0].probesFor(TypeDirectory)[ProbeCommit]; got != nil {
 		t.Errorf("a target naming no probes runs commit: %+v", *got)
 	}
 	got := cfg.Targets[1].Probe[ProbeCommit]

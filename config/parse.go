@@ -39,7 +39,7 @@ func (e *Error) Error() string {
 	return loc + ": " + e.Field + ": " + e.Msg
 }
 
-// JoinErrors joins the errors of a file, parse-time and resolve-time alike, in the order
+// JoinErrors joins the errors of a file, parse-time and inspect-time alike, in the order
 // of their lines (errors without a line first), so that one run reports every error of
 // the file in the order a user fixes them. Nil when there are none.
 func JoinErrors(errs ...error) error {
@@ -445,9 +445,9 @@ func ParseSize(s string) (int64, error) {
 // ParseSize reads back (bytesize.Config).
 func FormatSize(n int64) string { return bytesize.Config(n) }
 
-// checkProbes checks the probes a target will run, whichever kind its path turns out to
+// checkProbes checks the probes a target will run, whichever type its path turns out to
 // be: the ones it names, or the default ones of a directory and of a block device when it
-// names none (probesFor). Each error is reported once, even when both kinds share it.
+// names none (probesFor). Each error is reported once, even when both types share it.
 func (p *parser) checkProbes(t *Target) {
 	seen := map[string]bool{}
 	add := func(err *Error) {
@@ -456,8 +456,8 @@ func (p *parser) checkProbes(t *Target) {
 			p.errs = append(p.errs, err)
 		}
 	}
-	for _, kind := range []Kind{KindDirectory, KindBlockDevice} {
-		probes := t.probesFor(kind)
+	for _, typ := range []TargetType{TypeDirectory, TypeBlockDevice} {
+		probes := t.probesFor(typ)
 		for _, k := range probe.Kinds() {
 			c := probes[k.Name]
 			if c == nil {
@@ -480,7 +480,7 @@ func (p *parser) checkProbes(t *Target) {
 	}
 }
 
-// checkUnique refuses a name or a path given twice. Both targets are still resolved, for
+// checkUnique refuses a name or a path given twice. Both targets are still inspected, for
 // what the disk says about them: the error alone keeps the file from being applied.
 func (p *parser) checkUnique(targets []Target) {
 	names := map[string]int{}

@@ -25,13 +25,13 @@ func ProbeKinds() []*probe.Kind { return probe.Kinds() }
 // LookupProbe is the kind named name, or nil.
 func LookupProbe(name string) *probe.Kind { return probe.LookupKind(name) }
 
-// OnByDefault says whether a target of kind runs probe kind k when it names no probes
+// OnByDefault says whether a target of type typ runs probe kind k when it names no probes
 // (probe.Kind.DefaultOn).
-func OnByDefault(k *probe.Kind, kind Kind) bool {
-	switch kind {
-	case KindDirectory:
+func OnByDefault(k *probe.Kind, typ TargetType) bool {
+	switch typ {
+	case TypeDirectory:
 		return k.DefaultOn.Has(probe.OnDirectories)
-	case KindBlockDevice:
+	case TypeBlockDevice:
 		return k.DefaultOn.Has(probe.OnBlockDevices)
 	}
 	return false

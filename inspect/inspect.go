@@ -1,8 +1,12 @@
-// Package inspect asks the filesystem what a configured path is: its kind (a directory or
-// a block device) and whether a probe directory may measure it. It is the one place where
-// a target's configuration meets the disk; config itself parses and validates without a
-// system call. Every call here can hang on a hung mount (an NFS server gone, a stuck FUSE
-// daemon): callers bound their wait for it (collector.Resolver, check's answers).
+// Package inspect asks the disk about a configured path: what it is (a directory or a
+// block device), whether a probe directory may measure it, the device behind it (through
+// device.Paths.Resolve), whether its filesystem suits the probes the target runs, and,
+// on every round, whether the target is still on the filesystem it was on (Pin). It is
+// where a target's configuration meets the disk: config parses and validates without a
+// system call, and collector calls only this package before a probe's first I/O. The
+// probes' own files are probe's, which checks them relative to held descriptors. Every
+// call here can hang on a hung mount (an NFS server gone, a stuck FUSE daemon): callers
+// bound their wait for it (Inspector, check's answers).
 package inspect
 
 import (
@@ -13,28 +17,28 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/config"
 )
 
-// Target looks at t's path (and its probe_dir) on disk and gives t its kind: the kind's
-// default probes when the file names none, and the kind's refusals (config.Target.SetKind).
+// setType looks at t's path (and its probe_dir) on disk and gives t its type: the type's
+// default probes when the file names none, and the type's refusals (config.Target.SetType).
 // Errors name file, line and field.
-func Target(file string, t *config.Target) error {
-	kind, err := Kind(t.Path)
+func setType(file string, t *config.Target) error {
+	typ, err := PathType(t.Path)
 	if err != nil {
 		return t.FieldError(file, "path", "%v", err)
 	}
-	errs := []error{t.SetKind(file, kind)}
-	if t.ProbeDir != "" && kind == config.KindDirectory {
-		if err := ProbeDir(kind, t.Path, t.ProbeDir); err != nil {
+	errs := []error{t.SetType(file, typ)}
+	if t.ProbeDir != "" && typ == config.TypeDirectory {
+		if err := ProbeDir(typ, t.Path, t.ProbeDir); err != nil {
 			errs = append(errs, t.FieldError(file, "probe_dir", "%v", err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Kind is what path is as a target: a directory or a block device; anything else (a
+// PathType is what path is as a target: a directory or a block device; anything else (a
 // regular file, a character device) or a path that does not exist is an error that says
 // so. The daemon and the check command ask it alike. Its stat hangs on a hung
 // mount: callers bound their wait for it.
-func Kind(path string) (config.Kind, error) {
+func PathType(path string) (config.TargetType, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -42,9 +46,9 @@ func Kind(path string) (config.Kind, error) {
 	case err != nil:
 		return "", err
 	case fi.IsDir():
-		return config.KindDirectory, nil
+		return config.TypeDirectory, nil
 	case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
-		return config.KindBlockDevice, nil
+		return config.TypeBlockDevice, nil
 	}
 	return "", fmt.Errorf("%s is neither a directory nor a block device", path)
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/config"
 )
 
-// load reads a file and asks the disk about each target as the daemon does (collector's
-// Resolver, which also bounds the wait), reporting every error in file order.
+// load reads a file and gives each target its type as Target does (which also checks the
+// filesystem and the device), reporting every error in file order.
 func load(file string) (*config.Config, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -25,7 +25,7 @@ func load(file string) (*config.Config, error) {
 	}
 	var errs []error
 	for i := range cfg.Targets {
-		errs = append(errs, Target(file, &cfg.Targets[i]))
+		errs = append(errs, setType(file, &cfg.Targets[i]))
 	}
 	if err := config.JoinErrors(err, errors.Join(errs...)); err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func writeConfig(t *testing.T, dir, body string) string {
 	return path
 }
 
-func TestResolveRefusesWhatIsNotOnDisk(t *testing.T) {
+func TestInspectRefusesWhatIsNotOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "plain")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
@@ -64,10 +64,10 @@ func TestResolveRefusesWhatIsNotOnDisk(t *testing.T) {
 }
 
 // A duplicate name, a missing path and a bad probe_dir in one file: all three in one run,
-// parse-time and resolve-time alike, each at the line of its field, in file order. The
-// parse errors stopped the run before the disks were asked, and resolve-time errors named
+// parse-time and inspect-time alike, each at the line of its field, in file order. The
+// parse errors stopped the run before the disks were asked, and inspect-time errors named
 // the target's `- name:` line.
-func TestParseAndResolveErrorsAreReportedTogetherAtTheirFieldsLines(t *testing.T) {
+func TestParseAndInspectErrorsAreReportedTogetherAtTheirFieldsLines(t *testing.T) {
 	dir := t.TempDir()
 	body := fmt.Sprintf(`targets:
   - name: a
@@ -113,8 +113,8 @@ func TestDefaultsFollowTheDesign(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := cfg.Targets[0]
-	if d.Path != dir || d.Kind != config.KindDirectory {
-		t.Errorf("relative path resolved to %q (%s), want %q", d.Path, d.Kind, dir)
+	if d.Path != dir || d.Type != config.TypeDirectory {
+		t.Errorf("relative path made absolute as %q (%s), want %q", d.Path, d.Type, dir)
 	}
 	if got := d.ProbeNames(); strings.Join(got, ",") != "fsync,randread,seqread" {
 		t.Errorf("directory default probes %v", got)
@@ -155,8 +155,8 @@ func TestWriteProbesAreRefusedOnBlockDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Targets[0].ProbeNames(); cfg.Targets[0].Kind != config.KindBlockDevice || strings.Join(got, ",") != "randread,seqread" {
-		t.Errorf("block device defaults: kind %s probes %v", cfg.Targets[0].Kind, got)
+	if got := cfg.Targets[0].ProbeNames(); cfg.Targets[0].Type != config.TypeBlockDevice || strings.Join(got, ",") != "randread,seqread" {
+		t.Errorf("block device defaults: kind %s probes %v", cfg.Targets[0].Type, got)
 	}
 }
 

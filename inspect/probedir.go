@@ -29,10 +29,10 @@ import (
 //     (etcd's own entries: a proxy directory beside member stops etcd from starting) nor
 //     lost+found (the filesystem's own).
 //
-// A block device (kind) takes no probe directory: nothing is ever written for one. The
+// A block device (typ) takes no probe directory: nothing is ever written for one. The
 // exporter's config and check's --probe-dir both refuse through here.
-func ProbeDir(kind config.Kind, path, probeDir string) error {
-	if err := config.ProbeDirRefusedOn(kind, path); err != nil {
+func ProbeDir(typ config.TargetType, path, probeDir string) error {
+	if err := config.ProbeDirRefusedOn(typ, path); err != nil {
 		return err
 	}
 	inside := probeDir == path || strings.HasPrefix(probeDir, path+string(filepath.Separator))

@@ -22,7 +22,7 @@ func TestCleanupRemovesOnlyFilesWithTheHeader(t *testing.T) {
 	defer pd.close()
 	dir := pd.path
 	ours := filepath.Join(dir, "fsync.probe")
-	fd, _, err := pd.createFile("fsync.probe", Header{Kind: "fsync", Size: 1 << 20})
+	fd, _, err := pd.createFile("fsync.probe", Header{File: "fsync", Size: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestCleanupRemovesOnlyFilesWithTheHeader(t *testing.T) {
 	}
 	defer other.close()
 	outside := other.filePath("elsewhere.probe")
-	g, _, err := other.createFile("elsewhere.probe", Header{Kind: "fsync", Size: 4096})
+	g, _, err := other.createFile("elsewhere.probe", Header{File: "fsync", Size: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestCleanupRemovesNothingFromASwappedDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, _, err := pd.createFile("fsync.probe", Header{Kind: "fsync", Size: 1 << 20})
+	fd, _, err := pd.createFile("fsync.probe", Header{File: "fsync", Size: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

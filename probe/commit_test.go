@@ -88,7 +88,7 @@ func TestCommitFillsItsFileOnceThenWritesPagesAndAlternatingMetaPages(t *testing
 	}
 	path := filepath.Join(dir, DirName, commitFileName)
 	st := kernelState(t, path)
-	if st.size != size || st.hole != size || st.header != (Header{Kind: "commit", Size: size, Prepared: true}) {
+	if st.size != size || st.hole != size || st.header != (Header{File: "commit", Size: size, Prepared: true}) {
 		t.Errorf("file: size %d, first hole at %d, header %+v; want %d bytes without a hole, prepared", st.size, st.hole, st.header, size)
 	}
 	if fi, _ := os.Lstat(path); fi.Mode().Perm() != 0o600 {

@@ -239,7 +239,7 @@ func TestSeqwriteFollowsADeletedOrRecreatedProbeDirectory(t *testing.T) {
 			if after, _ := inode(t, path); after == before {
 				t.Errorf("inode %d before and after", after)
 			}
-			if st := kernelState(t, path); st.header.Kind != "seqwrite" {
+			if st := kernelState(t, path); st.header.File != "seqwrite" {
 				t.Errorf("header %+v", st.header)
 			}
 		})

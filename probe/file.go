@@ -23,7 +23,7 @@ const headerMagic = "diskprobe_exporter probe file v1\n"
 
 // Header is what a probe file says about itself in its first block.
 type Header struct {
-	Kind     string // fsync, read, seqwrite, commit
+	File     string // which file, its `kind=` line on disk: fsync, read, seqwrite, commit
 	Size     int64
 	Prepared bool // the whole file has been written and checked for holes
 }
@@ -34,7 +34,7 @@ func (h Header) encode() []byte {
 	if h.Prepared {
 		state = "prepared"
 	}
-	copy(b, fmt.Sprintf("%skind=%s\nsize=%d\nstate=%s\n", headerMagic, h.Kind, h.Size, state))
+	copy(b, fmt.Sprintf("%skind=%s\nsize=%d\nstate=%s\n", headerMagic, h.File, h.Size, state))
 	return b
 }
 
@@ -48,7 +48,7 @@ func parseHeader(b []byte) (Header, bool) {
 		k, v, _ := strings.Cut(line, "=")
 		switch k {
 		case "kind":
-			h.Kind = v
+			h.File = v
 		case "size":
 			h.Size, _ = strconv.ParseInt(v, 10, 64)
 		case "state":

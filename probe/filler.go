@@ -16,7 +16,7 @@ import (
 // on SSDs and thin volumes, and on thin volumes a first write also allocates: a file is
 // used only once every block of it has been written, fdatasynced, checked to have no hole
 // (SEEK_HOLE) and its header marked prepared. A file an earlier run prepared for the same
-// kind and size, without a hole, is taken as it is.
+// file and size, without a hole, is taken as it is.
 //
 // The file lives in the held probe directory (ownFile): it is opened, created and
 // removed relative to that descriptor, fstat'ed before any I/O, and never opened again
@@ -26,7 +26,7 @@ import (
 // filesystem as any write does.
 type filler struct {
 	file    ownFile
-	kind    string // the header's kind: "read", "commit"
+	which   string // which file, as its header and Filling name it: "read", "commit"
 	size    int64  // the whole file, header included
 	minFree int64
 	direct  bool // written and kept open with O_DIRECT (the read file); else buffered
@@ -51,12 +51,12 @@ const prepareChunk = 8 << 20
 
 // newFiller holds root's probe directory for the file name of size bytes, header
 // included; the file itself is opened or made by the first step.
-func newFiller(root, name, kind string, size, minFree int64, direct bool) (*filler, error) {
+func newFiller(root, name, which string, size, minFree int64, direct bool) (*filler, error) {
 	file, err := openOwnFile(root, name)
 	if err != nil {
 		return nil, err
 	}
-	return &filler{file: file, kind: kind, size: size, minFree: minFree, direct: direct, rng: newRNG()}, nil
+	return &filler{file: file, which: which, size: size, minFree: minFree, direct: direct, rng: newRNG()}, nil
 }
 
 // step takes the round's step towards a prepared file. It returns nil when the round may
@@ -123,13 +123,13 @@ func (f *filler) step(ctx context.Context, r *round, res *Result) error {
 
 // report tells the round's Result how far the file is.
 func (f *filler) report(res *Result) {
-	res.Filling = Filling{File: f.kind, Path: f.file.path, Progress: float64(f.off) / float64(f.size), Done: f.prepared, Reused: f.reused}
+	res.Filling = Filling{File: f.which, Path: f.file.path, Progress: float64(f.off) / float64(f.size), Done: f.prepared, Reused: f.reused}
 }
 
 // failed lets the file go after err, and says which file it was.
 func (f *filler) failed(err error) error {
 	f.drop()
-	return fmt.Errorf("preparing the %s probe file: %w", f.kind, err)
+	return fmt.Errorf("preparing the %s probe file: %w", f.which, err)
 }
 
 // check is the step's look at the disk (ownFile.check); a file let go takes its
@@ -142,7 +142,7 @@ func (f *filler) check() error {
 	return err
 }
 
-// open takes the file an earlier run prepared, when its header says so for this kind and
+// open takes the file an earlier run prepared, when its header says so for this file and
 // size and it has no hole; otherwise it makes a new one, of which the steps write the
 // data after the header.
 func (f *filler) open(notice func(string)) error {
@@ -151,7 +151,7 @@ func (f *filler) open(notice func(string)) error {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
 		return err
-	case h.Kind == f.kind && h.Prepared && h.Size == f.size:
+	case h.File == f.which && h.Prepared && h.Size == f.size:
 		if hole, err := seek(fd, unix.SEEK_HOLE); err == nil && hole >= f.size {
 			if f.direct {
 				if err := setDirect(fd, f.file.path); err != nil {
@@ -174,9 +174,9 @@ func (f *filler) open(notice func(string)) error {
 		return err
 	} else if under {
 		return fmt.Errorf("%w: the %d MiB %s probe file needs %d MiB free on top of the %d MiB floor",
-			ErrLowFreeSpace, f.size>>20, f.kind, f.size>>20, f.minFree>>20)
+			ErrLowFreeSpace, f.size>>20, f.which, f.size>>20, f.minFree>>20)
 	}
-	if err := f.file.create(notice, Header{Kind: f.kind, Size: f.size}); err != nil {
+	if err := f.file.create(notice, Header{File: f.which, Size: f.size}); err != nil {
 		return err
 	}
 	if f.direct {
@@ -202,7 +202,7 @@ func (f *filler) finish() error {
 	if hole < f.size {
 		return fmt.Errorf("%s: hole at offset %d after writing the whole file; the filesystem did not keep the data", f.file.path, hole)
 	}
-	if err := writeHeader(f.file.fd, f.file.path, Header{Kind: f.kind, Size: f.size, Prepared: true}); err != nil {
+	if err := writeHeader(f.file.fd, f.file.path, Header{File: f.which, Size: f.size, Prepared: true}); err != nil {
 		return err
 	}
 	return f.ready()

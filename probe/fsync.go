@@ -156,7 +156,7 @@ func shortWrite(n, want int) error { return fmt.Errorf("short write: %d of %d by
 // fdatasync) hangs on a frozen or dying filesystem just as a write does, which is why a
 // round makes it untimed.
 func (p *fsyncWriter) cutFile(notice func(string)) error {
-	if err := p.file.create(notice, Header{Kind: "fsync", Size: p.opts.FileSize}); err != nil {
+	if err := p.file.create(notice, Header{File: "fsync", Size: p.opts.FileSize}); err != nil {
 		return err
 	}
 	p.off = HeaderSize

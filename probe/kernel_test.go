@@ -85,7 +85,7 @@ func TestReadProbeFileReusedOnlyWhenPreparedWholeAndOfTheSameSize(t *testing.T) 
 				t.Fatal(err)
 			}
 			defer f.Close()
-			if _, err := f.WriteAt(Header{Kind: "read", Size: HeaderSize + size}.encode(), 0); err != nil {
+			if _, err := f.WriteAt(Header{File: "read", Size: HeaderSize + size}.encode(), 0); err != nil {
 				t.Fatal(err)
 			}
 		}},

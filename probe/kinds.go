@@ -10,7 +10,7 @@ import (
 // Kind is a probe kind as the rest of the exporter knows it, declared once, in the kind's
 // own file, beside its I/O (each file's init registers its Kind). config/ parses a
 // target's probes from Kinds: the keys, their defaults, the cross-field checks, which
-// target kinds run it when a target names none, and what it needs of a target (writes,
+// target types run it when a target names none, and what it needs of a target (writes,
 // the shared read source, O_DIRECT). collector/ builds it (New), sizes the target's budget
 // for its largest operation, makes one latency histogram per phase it observes and adds
 // its rounds' throughput to the sequential metrics. Nothing else names a kind.
@@ -27,8 +27,8 @@ type Kind struct {
 	// Defaults are the values of the fields a key leaves out; each field Keys names
 	// needs one greater than zero (every probe field must be).
 	Defaults Settings
-	// DefaultOn are the target kinds that run the kind when a target names no probes.
-	DefaultOn Targets
+	// DefaultOn are the target types that run the kind when a target names no probes.
+	DefaultOn TargetTypes
 	// Writes: the kind writes to the disk; refused on block devices (the exporter never
 	// writes to a device) and checked against limits.min_free.
 	Writes bool
@@ -79,12 +79,12 @@ type Site struct {
 	Reads   *ReadSource // the shared read source, for a kind that ReadsSource; its owner closes it
 }
 
-// Targets are target kinds, as a set: the ones a probe kind runs on by default.
-type Targets uint8
+// TargetTypes are target types, as a set: the ones a probe kind runs on by default.
+type TargetTypes uint8
 
-// The target kinds.
+// The target types.
 const (
-	OnDirectories Targets = 1 << iota
+	OnDirectories TargetTypes = 1 << iota
 	OnBlockDevices
 )
 
@@ -183,5 +183,5 @@ func (s Settings) Value(key string) (int64, bool) {
 	return 0, false
 }
 
-// Has says whether t holds every target kind of o.
-func (t Targets) Has(o Targets) bool { return t&o == o }
+// Has says whether t holds every target type of o.
+func (t TargetTypes) Has(o TargetTypes) bool { return t&o == o }

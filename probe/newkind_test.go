@@ -65,7 +65,7 @@ func (k *pagesyncer) run(ctx context.Context, r *round) (Result, error) {
 	}
 	if k.file.fd < 0 {
 		if err := r.untimed(func() error {
-			return k.file.create(r.notice, Header{Kind: "pagesync", Size: HeaderSize + int64(len(k.buf))})
+			return k.file.create(r.notice, Header{File: "pagesync", Size: HeaderSize + int64(len(k.buf))})
 		}); err != nil {
 			return res, err
 		}

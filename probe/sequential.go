@@ -208,7 +208,7 @@ func (p *sequentialWriter) open(notice func(string)) error {
 	if p.file.fd >= 0 {
 		return nil
 	}
-	if err := p.file.create(notice, Header{Kind: "seqwrite", Size: HeaderSize + p.bytes}); err != nil {
+	if err := p.file.create(notice, Header{File: "seqwrite", Size: HeaderSize + p.bytes}); err != nil {
 		return err
 	}
 	if err := setDirect(p.file.fd, p.file.path); err != nil {

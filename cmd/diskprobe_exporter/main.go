@@ -31,6 +31,7 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/collector"
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/inspect"
 	"github.com/diskprobe/diskprobe_exporter/internal/answer"
 )
 
@@ -40,11 +41,11 @@ const (
 	// in the kernel is abandoned so the process exits within 5 s. It was 4 s: exits then
 	// measured 4.00-4.03 s, too close to 5 s on a loaded host.
 	shutdownGrace = 3 * time.Second
-	// resolveWait bounds how long start-up and a reload wait for a target's path to
+	// inspectWait bounds how long start-up and a reload wait for a target's path to
 	// answer stat and statfs. A path that does not (a hung NFS or FUSE mount) is not an
-	// error: its target starts and its worker resolves it when it answers. Short, so that
+	// error: its target starts and its worker inspects it when it answers. Short, so that
 	// /metrics is up and a reload has answered within 2 s whatever hangs.
-	resolveWait = time.Second
+	inspectWait = time.Second
 )
 
 // init keeps the main goroutine, which does no I/O on any target, on the process's main
@@ -102,13 +103,13 @@ func main() {
 	}
 
 	if *configCheck {
-		resolver := collector.NewResolver(paths)
-		resolved, err := load(*configFile, func(cfg *config.Config) (*config.Config, error) { return resolver.Resolve(cfg, answer.CommandWait) })
+		inspector := inspect.NewInspector(paths)
+		checked, err := load(*configFile, func(cfg *config.Config) (*config.Config, error) { return inspector.Config(cfg, answer.CommandWait) })
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		fmt.Println(resolved.Summary())
+		fmt.Println(checked.Summary())
 		return
 	}
 	os.Exit(run(*configFile, paths, httpOpts, toolkitFlags, logger))
@@ -116,7 +117,10 @@ func main() {
 
 // readConfig reads and parses a configuration file without looking at the disks: the
 // daemon asks each target's path itself, with a bounded wait, because a path on a hung
-// mount never answers.
+// mount never answers. Relative target paths are taken from the file's directory, made
+// absolute here (the one system call: the working directory). With a parse error the
+// Config, when not nil, still holds the targets that parsed, so that load asks the disks
+// about those too and reports every error of the file in one run.
 func readConfig(file string) (*config.Config, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -129,25 +133,25 @@ func readConfig(file string) (*config.Config, error) {
 	return config.ParseIn(data, file, dir)
 }
 
-// load reads a configuration file and resolves it against the disks, reporting every
+// load reads a configuration file and inspects its targets on the disks, reporting every
 // error of the file at once: the targets that parsed are asked about on disk even when
 // others did not.
-func load[T any](file string, resolve func(*config.Config) (T, error)) (T, error) {
+func load[T any](file string, inspectAll func(*config.Config) (T, error)) (T, error) {
 	var none T
 	cfg, err := readConfig(file)
 	if cfg == nil {
 		return none, err
 	}
-	got, resolveErr := resolve(cfg)
-	if err := config.JoinErrors(err, resolveErr); err != nil {
+	got, inspectErr := inspectAll(cfg)
+	if err := config.JoinErrors(err, inspectErr); err != nil {
 		return none, err
 	}
 	return got, nil
 }
 
-// plan reads a configuration file and resolves it against the disks for Apply.
+// plan reads a configuration file and inspects its targets on the disks for Apply.
 func plan(scheduler *collector.Scheduler, file string, logger *slog.Logger) (*collector.Plan, error) {
-	p, err := load(file, func(cfg *config.Config) (*collector.Plan, error) { return scheduler.Plan(cfg, resolveWait) })
+	p, err := load(file, func(cfg *config.Config) (*collector.Plan, error) { return scheduler.Plan(cfg, inspectWait) })
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +225,7 @@ func run(configFile string, paths device.Paths, httpOpts httpOptions, toolkitFla
 	metrics.SetReload(true, time.Now())
 
 	// Reloads from SIGHUP and POST /-/reload go through one goroutine, so two never race;
-	// a reload waits at most resolveWait for the paths it asks, so it always answers.
+	// a reload waits at most inspectWait for the paths it asks, so it always answers.
 	// Shutdown closes stopping: the goroutine takes no reload after it, and one under way
 	// is not applied (Apply answers ErrStopped once Stop has begun).
 	reloads := make(chan chan error)

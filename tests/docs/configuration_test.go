@@ -100,14 +100,14 @@ func TestConfigurationReferenceIsTheCode(t *testing.T) {
 		kind := config.LookupProbe(parent)
 		switch {
 		case kind != nil && !nested:
-			// A probe key: its default says which target kinds get it when none is named.
-			for kk, word := range map[config.Kind]string{config.KindDirectory: "directories", config.KindBlockDevice: "block devices"} {
+			// A probe key: its default says which target types get it when none is named.
+			for kk, word := range map[config.TargetType]string{config.TypeDirectory: "directories", config.TypeBlockDevice: "block devices"} {
 				if on := config.OnByDefault(kind, kk); on != strings.Contains(def, word) {
 					t.Errorf("docs/configuration.md: %s: default %q; on by default for %s: %v", key, def, kk, on)
 				}
 			}
 			if kind.DefaultOn == 0 && def != "off" {
-				t.Errorf("docs/configuration.md: %s is on for no target kind by default; the reference says %q", key, def)
+				t.Errorf("docs/configuration.md: %s is on for no target type by default; the reference says %q", key, def)
 			}
 		case kind != nil:
 			value := strings.Trim(def, "`")

@@ -226,9 +226,19 @@ var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 const repoBlob = "https://github.com/diskprobe/diskprobe_exporter/blob/main/"
 
 // TestLinksBetweenTheDocsResolve: every relative link of README.md and docs/ names a file of
-// the repository, and its #anchor a heading of that file, as GitHub makes them.
+// the repository, and its #anchor a heading of that file, as GitHub makes them. The
+// benchmark report (BENCHMARKS.md, the index, and its sections in docs/benchmarks/, which
+// tests/cmd/benchmarks splits and relinks) too.
 func TestLinksBetweenTheDocsResolve(t *testing.T) {
 	docs := documents(t)
+	docs["BENCHMARKS.md"] = read(t, "BENCHMARKS.md")
+	sections, err := filepath.Glob(testenv.RepoPath("docs", "benchmarks", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range sections {
+		docs["docs/benchmarks/"+filepath.Base(f)] = read(t, "docs/benchmarks/"+filepath.Base(f))
+	}
 	for name, doc := range docs {
 		for _, m := range linkRE.FindAllStringSubmatch(doc, -1) {
 			target := m[1]
@@ -260,7 +270,9 @@ func TestLinksBetweenTheDocsResolve(t *testing.T) {
 	}
 }
 
-// anchors are the GitHub anchors of doc's headings (outside code blocks).
+var htmlAnchorRE = regexp.MustCompile(`<a (?:id|name)="([^"]+)"`)
+
+// anchors are the GitHub anchors of doc's headings and <a id> tags (outside code blocks).
 func anchors(doc string) []string {
 	var out []string
 	seen := map[string]int{}
@@ -269,7 +281,13 @@ func anchors(doc string) []string {
 		if strings.HasPrefix(l, "```") {
 			inCode = !inCode
 		}
-		if inCode || headingLevel(l) == 0 {
+		if inCode {
+			continue
+		}
+		for _, m := range htmlAnchorRE.FindAllStringSubmatch(l, -1) {
+			out = append(out, m[1]) // <a id="fsync"></a>: the benchmark report's short names
+		}
+		if headingLevel(l) == 0 {
 			continue
 		}
 		a := slug(strings.TrimLeft(l, "# "))

@@ -16,8 +16,9 @@ func TestRulesAndDashboardsAreFoundWithoutThePackage(t *testing.T) {
 			t.Errorf("README.md's Prometheus and Grafana section does not say where %s is without the package", want)
 		}
 	}
-	makefile := read(t, "Makefile")
-	release := makefile[strings.Index(makefile, "\nrelease:"):]
+	// make release's recipe (packaging/release.sh): the tarball's part of it.
+	release := read(t, "packaging/release.sh")
+	release = release[strings.Index(release, "\n# Per architecture"):]
 	release = release[:strings.Index(release, "\n\n")]
 	for _, want := range []string{"alerts/diskprobe.rules.yml", "dashboards/*.json", "examples/kubernetes/*.yaml"} {
 		if !strings.Contains(release, want) {

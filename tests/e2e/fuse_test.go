@@ -211,7 +211,7 @@ func TestTargetHungBeforeStartDoesNotHoldUpTheExporter(t *testing.T) {
 		t.Errorf("/metrics answered only %s after the start; want within 2s whatever hangs", up)
 	}
 	if code := getStatus(t, e, "/-/ready"); code != http.StatusServiceUnavailable {
-		t.Errorf("/-/ready %d while a target's path has not answered; want 503 (docs/configuration.md: every target resolved)", code)
+		t.Errorf("/-/ready %d while a target's path has not answered; want 503 (docs/configuration.md: every target inspected)", code)
 	}
 	if code := getStatus(t, e, "/-/healthy"); code != http.StatusOK {
 		t.Errorf("/-/healthy %d; want 200", code)
@@ -414,7 +414,7 @@ func hangOneCall(t *testing.T, c hungCall) {
 // lock and, for SIGHUP, inside the signal loop: it never answered and SIGTERM was no
 // longer seen. Now it answers within 2s, applies to the other targets, leaves the hung
 // target alone, keeps /metrics answering and sets the reload gauges; a new target on the
-// hung mount is started unresolved (and /-/ready says 503 until it answers); after the
+// hung mount is started uninspected (and /-/ready says 503 until it answers); after the
 // release everything recovers and the next reload works.
 func TestReloadWhileATargetHangs(t *testing.T) {
 	h := testenv.MountHangFS(t, testenv.HangFSOptions{})
@@ -453,7 +453,7 @@ func TestReloadWhileATargetHangs(t *testing.T) {
 	}
 	framework.WaitMetric(t, e, 10*time.Second, "the new target's rounds", func(f families) bool { return runs(f, "b", "fsync") >= 1 })
 
-	// POST /-/reload with a second target on the hung mount: it cannot be resolved, is
+	// POST /-/reload with a second target on the hung mount: it cannot be inspected, is
 	// started all the same, and readiness says so.
 	writeFile(t, cfg, "targets:\n"+target("hung", h.Dir, 2)+target("a", d["a"], 3)+target("b", d["b"], 2)+target("late", late, 2))
 	sent = time.Now()

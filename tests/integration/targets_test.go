@@ -228,7 +228,7 @@ func TestTargetInfoNamesTheBlockDevice(t *testing.T) {
 			t.Errorf("no diskprobe_target_info %v = 1; exposed:\n%s", want, describe(f, "diskprobe_target_info"))
 		}
 	}
-	// The targets do run on the devices they were resolved to.
+	// The targets do run on the devices inspection found behind them.
 	framework.WaitMetric(t, e, 15*time.Second, "one round on every target", func(f families) bool {
 		return metric(f, "diskprobe_probe_runs_total", "target", "raw_disk") > 0 &&
 			metric(f, "diskprobe_probe_runs_total", "target", "raw_partition") > 0 &&

@@ -11,23 +11,23 @@ import (
 // default probes of a directory when it names none. A path that hangs is on a network or
 // FUSE filesystem, so a directory; block device nodes live on /dev, which answers.
 func (t Target) AssumedDirectory() Target {
-	t.applyKindDefaults(KindDirectory)
+	t.applyTypeDefaults(TypeDirectory)
 	return t
 }
 
-// SetKind gives t the kind its path turned out to be (inspect.Target asks the disk): the
-// kind's default probes when the file names none. It refuses, naming file, line and field,
-// what the kind cannot take: a probe directory or a write probe on a block device, where
+// SetType gives t the type its path turned out to be (inspect.Target asks the disk): the
+// type's default probes when the file names none. It refuses, naming file, line and field,
+// what the type cannot take: a probe directory or a write probe on a block device, where
 // nothing is ever written.
-func (t *Target) SetKind(file string, kind Kind) error {
-	t.Kind = kind
-	t.applyKindDefaults(kind)
-	if kind != KindBlockDevice {
+func (t *Target) SetType(file string, typ TargetType) error {
+	t.Type = typ
+	t.applyTypeDefaults(typ)
+	if typ != TypeBlockDevice {
 		return nil
 	}
 	var errs []error
 	if t.ProbeDir != "" {
-		errs = append(errs, t.FieldError(file, "probe_dir", "%v", ProbeDirRefusedOn(kind, t.Path)))
+		errs = append(errs, t.FieldError(file, "probe_dir", "%v", ProbeDirRefusedOn(typ, t.Path)))
 	}
 	for _, k := range probe.Kinds() {
 		if k.Writes && t.Probe[k.Name] != nil {
@@ -37,9 +37,9 @@ func (t *Target) SetKind(file string, kind Kind) error {
 	return errors.Join(errs...)
 }
 
-// ProbeDirRefusedOn is why a path of kind takes no probe directory, or nil when it may.
-func ProbeDirRefusedOn(kind Kind, path string) error {
-	if kind == KindBlockDevice {
+// ProbeDirRefusedOn is why a path of type typ takes no probe directory, or nil when it may.
+func ProbeDirRefusedOn(typ TargetType, path string) error {
+	if typ == TypeBlockDevice {
 		return fmt.Errorf("%s is a block device: a probe directory is for directory targets (nothing is ever written for a block device)", path)
 	}
 	return nil

@@ -18,7 +18,7 @@ import (
 )
 
 // startUnanswered applies a plan in which the target's path did not answer in time, as
-// a hung mount at start or on a reload leaves it: the worker resolves it.
+// a hung mount at start or on a reload leaves it: the worker inspects it.
 func startUnanswered(t *testing.T, tg config.Target, log io.Writer) (*Scheduler, *Metrics) {
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
@@ -30,10 +30,10 @@ func startUnanswered(t *testing.T, tg config.Target, log io.Writer) (*Scheduler,
 	return s, m
 }
 
-// TestPathThatAnswersLateIsResolvedOnItsWorker: a target whose path did not answer when
+// TestPathThatAnswersLateIsInspectedOnItsWorker: a target whose path did not answer when
 // it was configured is not ready, reports what its path says once it answers (here: it
 // does not exist) as a probe error, and is probed without a restart once it is right.
-func TestPathThatAnswersLateIsResolvedOnItsWorker(t *testing.T) {
+func TestPathThatAnswersLateIsInspectedOnItsWorker(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "late")
 	tg := config.Target{Name: "late", Path: path, Line: 2, Limits: config.DefaultLimits,
 		Probe: map[string]*config.ProbeConfig{config.ProbeFsync: {Interval: time.Second, Ops: 1, BlockSize: 4096, FileSize: 1 << 20}}}
@@ -68,7 +68,7 @@ func TestPathThatTurnsOutABlockDeviceSaysToReload(t *testing.T) {
 	tg := config.Target{Name: "dev", Path: dev, Line: 2, Limits: config.DefaultLimits}
 	var log testenv.SyncBuffer
 	_, m := startUnanswered(t, tg, &log)
-	testenv.WaitFor(t, 20*time.Second, "the kind mismatch reported", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "the target type mismatch reported", func() bool {
 		return testutil.ToFloat64(m.errors.WithLabelValues("dev", "fsync")) >= 1
 	})
 	if !strings.Contains(log.String(), "turned out to be a blockdev") {

@@ -1,4 +1,4 @@
-package collector
+package inspect
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/config"
 )
 
-// filesystemPin is the filesystem a directory target was on when its runner started. A
+// Pin is the filesystem a directory target was on when its runner started. A
 // mount that goes away under a running exporter (a pulled disk, a lazy unmount) leaves the
 // target's path a plain directory on the parent filesystem, and the probe files open on
 // the detached filesystem keep working: probing on would measure, and write probe files
@@ -17,30 +17,33 @@ import (
 //
 // A target with a probe_dir pins both: the measured path and the directory the probe files
 // are in must stay on the filesystem they were on together.
-type filesystemPin struct {
+type Pin struct {
 	paths []string
 	dev   uint64
 	known bool
 }
 
-func pinFilesystem(t config.Target) filesystemPin {
-	if t.Kind != config.KindDirectory {
-		return filesystemPin{}
+// PinFilesystem pins a directory target to the filesystem its path is on now; a block
+// device target, or a path that cannot be stat'ed, is pinned to nothing.
+func PinFilesystem(t config.Target) Pin {
+	if t.Type != config.TypeDirectory {
+		return Pin{}
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(t.Path, &st); err != nil {
-		return filesystemPin{}
+		return Pin{}
 	}
-	pin := filesystemPin{paths: []string{t.Path}, dev: st.Dev, known: true}
+	pin := Pin{paths: []string{t.Path}, dev: st.Dev, known: true}
 	if t.ProbeDir != "" {
 		pin.paths = append(pin.paths, t.ProbeDir)
 	}
 	return pin
 }
 
-// check fails when the target's path (or its probe_dir) is now on another filesystem. A
-// path that is missing is left to the probes, which report it themselves.
-func (p filesystemPin) check() error {
+// Check fails when the target's path (or its probe_dir) is now on another filesystem. A
+// path that is missing is left to the probes, which report it themselves. Its stat hangs
+// on a hung mount.
+func (p Pin) Check() error {
 	if !p.known {
 		return nil
 	}
