@@ -12,7 +12,7 @@ import (
 
 const namespace = "diskprobe"
 
-// LatencyBuckets are the classic bucket edges the probe kinds' histograms share
+// LatencyBuckets are the fdatasync and read histograms' classic bucket edges
 // (probe.LatencyBuckets says why each edge is there).
 var LatencyBuckets = probe.LatencyBuckets
 
