@@ -29,7 +29,8 @@ const (
 	// Model is what an EBS volume's NVMe controller reports as its model (sysfs
 	// device/model, Identify Controller MN, trailing spaces trimmed).
 	Model = "Amazon Elastic Block Store"
-	// MaxBins is the number of bin slots in each histogram; NumBins says how many are used.
+	// MaxBins is the number of bin slots in each histogram; the page's bin count says how
+	// many are used.
 	MaxBins = 64
 )
 
