@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -276,5 +277,55 @@ func TestEBSStatisticsAreAskedOnlyOfEBSVolumes(t *testing.T) {
 	}
 	for metric := range collectAll(m.ebs) {
 		t.Errorf("series after the EBS targets were removed: %v", dtoOf(t, metric))
+	}
+}
+
+// TestAnEBSReadThatKeepsFailingIsLoggedOnce: a volume the exporter may not read (no
+// CAP_SYS_ADMIN, the usual case) is read every 10 s for the life of the process; the log
+// says so when it starts failing, when the reason changes and when it recovers, not at
+// every read.
+func TestAnEBSReadThatKeepsFailingIsLoggedOnce(t *testing.T) {
+	var mu sync.Mutex
+	var fail error = &os.PathError{Op: "NVMe Get Log Page 0xD0", Path: "/dev/nvme1n1", Err: syscall.EPERM}
+	reads := 0
+	read := func(string, uint32, uint32) (ebsnvme.Stats, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		return testEBSStats, fail
+	}
+	var log testenv.SyncBuffer
+	v := newEBSVolumes(ebsSysfs(t, map[string]string{"nvme1n1": "259:1"}),
+		func() []ebsTarget { return []ebsTarget{{name: "etcd", disk: "nvme1n1"}} },
+		read, slog.New(slog.NewTextHandler(&log, nil)))
+	readsDone := func(n int) func() bool {
+		return func() bool {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			mu.Lock()
+			defer mu.Unlock()
+			return reads == n && !v.byDisk["nvme1n1"].reading
+		}
+	}
+	for i := 1; i <= 5; i++ {
+		v.refresh(time.Now())
+		testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("read %d", i), readsDone(i))
+	}
+	if n := strings.Count(log.String(), "cannot read the EBS volume's own statistics"); n != 1 {
+		t.Errorf("5 failed reads logged %d times, want once:\n%s", n, log.String())
+	}
+	if !strings.Contains(log.String(), "needs CAP_SYS_ADMIN") {
+		t.Errorf("a permission error without the privilege it needs:\n%s", log.String())
+	}
+	if _, _, ok := v.last("nvme1n1"); ok {
+		t.Error("a page from reads that all failed")
+	}
+	mu.Lock()
+	fail = nil
+	mu.Unlock()
+	v.refresh(time.Now())
+	testenv.WaitFor(t, 30*time.Second, "read 6", readsDone(6))
+	if !strings.Contains(log.String(), "reading the EBS volume's own statistics") {
+		t.Errorf("the recovery is not logged:\n%s", log.String())
 	}
 }
