@@ -62,7 +62,7 @@ const (
 )
 
 // Stats is the page, decoded. Times are in microseconds, as the device counts them; every
-// field is cumulative since the volume was attached except QueueLength.
+// field but QueueLength is a cumulative counter.
 type Stats struct {
 	ReadOps, WriteOps       uint64
 	ReadBytes, WriteBytes   uint64
