@@ -46,6 +46,7 @@ type Metrics struct {
 	reloadOK        prometheus.Gauge
 
 	inflight *inflightCollector
+	ebs      *ebsCollector
 
 	all []prometheus.Collector // everything above, plus the build info
 }
@@ -93,13 +94,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "config_last_reload_successful",
 			Help: "1 if the last configuration load succeeded, 0 if it failed and the previous configuration is still running."}),
 		inflight: newInflightCollector(),
+		ebs:      newEBSCollector(),
 	}
 	m.all = []prometheus.Collector{
 		m.seqBytes, m.seqDuration, m.seqThroughput,
 		m.runs, m.errors, m.skipped, m.lastSuccess, m.ioOps, m.ioBytes, m.cpuWait,
 		m.busy, m.otherIOPS, m.targetInfo,
 		m.reloadTimestamp, m.reloadOK,
-		m.inflight,
+		m.inflight, m.ebs,
 		versioncollector.NewCollector("diskprobe_exporter"),
 	}
 	m.newKindMetrics()
