@@ -243,8 +243,10 @@ func equalLoadScenarios(lib Library, size Size, add func(*Scenario)) {
 	}
 	healthy("the leader doing 1.5× the writes", []Phase{at("leader", healthySpan, sata, 1.5*followerIOPS)})
 	healthy("one member's neighbour at 2× the other IOPS", []Phase{at("neighboured", healthySpan, sata, 2*followerIOPS)})
-	// A defragmentation rewrites the member's bolt database: 600 more IOPS for 20 minutes (2.6x
-	// the latency), every 6 hours, the first 2 hours in.
+	// A defragmentation rewrites the member's bolt database: 400 more IOPS for 20 minutes (2.2x
+	// the latency), every 6 hours, the first 2 hours in. At 600 more (2.6x) the member's p99
+	// crosses etcd's 10 ms and DiskprobeFdatasyncP99AboveEtcdTarget rightly warned once in 6
+	// days; the peer warning stayed quiet either way.
 	var defrag []Phase
 	for t := time.Duration(0); t < healthySpan; {
 		d := min(2*time.Hour, healthySpan-t)
@@ -254,7 +256,7 @@ func equalLoadScenarios(lib Library, size Size, add func(*Scenario)) {
 		defrag = append(defrag, at("healthy", d, sata, followerIOPS))
 		t += d
 		if t < healthySpan {
-			defrag = append(defrag, at("defragmenting", 20*time.Minute, sata, followerIOPS+600))
+			defrag = append(defrag, at("defragmenting", 20*time.Minute, sata, followerIOPS+400))
 			t += 20 * time.Minute
 		}
 	}
