@@ -70,6 +70,9 @@ func (rep *SweepReport) WriteText(w io.Writer) error {
 		}
 		_ = tw.Flush()
 	}
+	if c := rep.Ceiling; c != nil {
+		fmt.Fprintf(&b, "\nCEILING  %s\n", c.sentence())
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -134,15 +137,24 @@ type jsonCell struct {
 }
 
 type jsonSweep struct {
-	Profile               string     `json:"profile"`
-	Path                  string     `json:"path"`
-	Device                *Device    `json:"device"`
-	Source                jsonSource `json:"source"`
-	IODepth               int        `json:"iodepth"`
-	RuntimePerCellSeconds float64    `json:"runtime_per_cell_seconds"`
-	AdvertisedSeconds     float64    `json:"advertised_seconds"`
-	DurationSeconds       float64    `json:"duration_seconds"`
-	Cells                 []jsonCell `json:"cells"`
+	Profile               string       `json:"profile"`
+	Path                  string       `json:"path"`
+	Device                *Device      `json:"device"`
+	Source                jsonSource   `json:"source"`
+	IODepth               int          `json:"iodepth"`
+	RuntimePerCellSeconds float64      `json:"runtime_per_cell_seconds"`
+	AdvertisedSeconds     float64      `json:"advertised_seconds"`
+	DurationSeconds       float64      `json:"duration_seconds"`
+	Cells                 []jsonCell   `json:"cells"`
+	Ceiling               *jsonCeiling `json:"ceiling"`
+}
+
+// jsonCeiling is a recognised IOPS ceiling; null when the sweep shows none.
+type jsonCeiling struct {
+	IOPS              float64 `json:"iops"`
+	FromIODepth       int     `json:"from_iodepth"`
+	MinBlockSizeBytes int     `json:"min_block_size_bytes"`
+	MaxBlockSizeBytes int     `json:"max_block_size_bytes"`
 }
 
 // WriteJSON writes the sweep as one JSON object and a newline.
@@ -153,6 +165,9 @@ func (rep *SweepReport) WriteJSON(w io.Writer) error {
 	for _, c := range rep.Cells {
 		out.Cells = append(out.Cells, jsonCell{BlockSizeBytes: c.BlockSize, Pattern: c.Pattern, IODepth: c.Depth, Ops: c.Ops,
 			DurationSeconds: c.Elapsed.Seconds(), IOPS: c.IOPS, BytesPerSecond: c.BytesPerSecond, P50Seconds: c.P50.Seconds(), P99Seconds: c.P99.Seconds()})
+	}
+	if c := rep.Ceiling; c != nil {
+		out.Ceiling = &jsonCeiling{IOPS: c.IOPS, FromIODepth: c.FromQD, MinBlockSizeBytes: c.MinBlock, MaxBlockSizeBytes: c.MaxBlock}
 	}
 	return writeJSON(w, out)
 }
@@ -201,6 +216,7 @@ var (
 		{"profile"}, {"source", "kind"}, {"source", "bytes"}, {"iodepth"}, {"runtime_per_cell_seconds"}, {"advertised_seconds"}, {"duration_seconds"},
 		{"cells", "block_size_bytes"}, {"cells", "pattern"}, {"cells", "iodepth"}, {"cells", "ops"}, {"cells", "duration_seconds"},
 		{"cells", "iops"}, {"cells", "bytes_per_second"}, {"cells", "p50_seconds"}, {"cells", "p99_seconds"},
+		{"ceiling"}, {"ceiling", "iops"}, {"ceiling", "from_iodepth"}, {"ceiling", "min_block_size_bytes"}, {"ceiling", "max_block_size_bytes"},
 	})
 	DocumentedRandRWJSONFields = func() [][]string {
 		f := withDevice([][]string{{"profile"}, {"source", "kind"}, {"source", "bytes"}, {"block_size_bytes"}, {"iodepth"}, {"rwmixread"}, {"duration_seconds"}})

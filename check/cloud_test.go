@@ -1,0 +1,108 @@
+package check_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/diskprobe/diskprobe_exporter/check"
+	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
+)
+
+// ceilingOf runs a sweep with args and returns the JSON's ceiling (nil: none) and the run.
+func ceilingOf(t *testing.T, name string, args ...string) (map[string]any, result) {
+	t.Helper()
+	start := time.Now()
+	r := runCommand(t, 3*time.Minute, name, args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0\nstderr:\n%s", r.code, r.stderr)
+	}
+	doc := decode(t, r)
+	c, _ := doc["ceiling"].(map[string]any)
+	t.Logf("ceiling %v in %s", c, time.Since(start).Round(time.Second))
+	return c, r
+}
+
+// TestSweepNamesAThrottledCeiling: a loop device under blkio throttle.read_iops_device,
+// check itself in the cgroup carrying the limit, is named capped within 10 % of the limit;
+// the same device unthrottled, and a FUSE filesystem that is slow on every read but serves
+// them side by side, are not.
+func TestSweepNamesAThrottledCeiling(t *testing.T) {
+	testenv.RequireRoot(t)
+	const limit = 200
+	// 1 MiB: sizes up to 1 MiB, 48 cells. 700 ms cells keep the throttle's 100 ms slices
+	// from showing (300 ms cells read 146–182 against 200).
+	dev := testenv.LoopDevice(t, 1<<20)
+	testenv.FillRandom(t, dev, 1<<20)
+	bin := testenv.Binary(t)
+	t.Run("throttled", func(t *testing.T) {
+		cg := testenv.ThrottleReads(t, dev, limit)
+		name, args := cg.Exec(bin, "check", "--profile=sweep", "--json", "--no-progress", "--runtime=700ms", dev)
+		c, _ := ceilingOf(t, name, args...)
+		iops, _ := c["iops"].(float64)
+		if math.Abs(iops-limit) > 0.1*limit || c["from_iodepth"] != 1.0 {
+			t.Errorf("ceiling %v, want ~%d IOPS from queue depth 1", c, limit)
+		}
+	})
+	t.Run("unthrottled", func(t *testing.T) {
+		if c, r := ceilingOf(t, bin, "check", "--profile=sweep", "--json", "--no-progress", "--runtime=100ms", dev); c != nil {
+			t.Errorf("an unthrottled loop device named capped: %v\n%s", c, r.stdout)
+		}
+	})
+	t.Run("slow FUSE", func(t *testing.T) {
+		h := testenv.MountHangFS(t, testenv.HangFSOptions{ReadDelay: 2 * time.Millisecond})
+		c, r := ceilingOf(t, bin, "check", "--profile=sweep", "--json", "--no-progress", "--runtime=200ms", "--iodepth=8", "--file-size=1MiB", h.Dir)
+		if c != nil {
+			t.Errorf("a slow FUSE filesystem named capped: %v\n%s", c, r.stdout)
+		}
+		assertNothingLeft(t, h.Dir)
+	})
+}
+
+// TestFirstWriteSeesTheRampAndItsEnd: on a FUSE filesystem whose first write to each
+// 4 KiB block is slow and later ones fast, first-write reports the penalty, IOPS that
+// climb once every block of its file has been written, and warmed up; its file is gone.
+func TestFirstWriteSeesTheRampAndItsEnd(t *testing.T) {
+	testenv.RequireRoot(t)
+	h := testenv.MountHangFS(t, testenv.HangFSOptions{FirstWriteDelay: 3 * time.Millisecond})
+	start := time.Now()
+	// 2 MiB: 512 first writes of ≥ 3 ms between as many rewrites, about 2 s of ramp.
+	r := runCheck(t, 3*time.Minute, "--profile=first-write", "--json", "--no-progress", "--file-size=2MiB", "--interval=500ms", "--runtime=1m", h.Dir)
+	t.Logf("first-write took %s", time.Since(start).Round(time.Second))
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0\nstderr:\n%s", r.code, r.stderr)
+	}
+	doc := decode(t, r)
+	assertDocumented(t, doc, check.DocumentedFirstWriteJSONFields)
+	if got := h.FirstWrites(); got < 512 {
+		t.Errorf("the filesystem saw %d first writes, want the file's 512 blocks", got)
+	}
+	if field(doc, "verdict") != check.WarmedUp || field(doc, "blocks_written") != 512.0 {
+		t.Fatalf("verdict %v with %v blocks written, want %s with 512\n%s", field(doc, "verdict"), field(doc, "blocks_written"), check.WarmedUp, r.stdout)
+	}
+	// The penalty: 3 ms on top of a rewrite's fraction of a millisecond.
+	if p, _ := field(doc, "first_write_penalty").(float64); p < 0.5 {
+		t.Errorf("first_write_penalty %v, want the fixture's (> 0.5)", p)
+	}
+	// The ramp: the first interval (half first writes) against the stable level.
+	ivs, _ := doc["intervals"].([]any)
+	first, _ := ivs[0].(map[string]any)["iops"].(float64)
+	stable, _ := field(doc, "stable_iops").(float64)
+	at, _ := field(doc, "warmed_up_after_seconds").(float64)
+	t.Logf("IOPS %.0f at first, stable at %.0f from %.1fs", first, stable, at)
+	if stable < 2*first {
+		t.Errorf("stable IOPS %.0f not above twice the first interval's %.0f: no ramp seen", stable, first)
+	}
+	if at <= 0 {
+		t.Errorf("warmed up after %v s: the ramp's end is after its start", at)
+	}
+	assertNothingLeft(t, h.Dir)
+	r = runCheck(t, 3*time.Minute, "--profile=first-write", "--no-progress", "--file-size=1MiB", "--interval=300ms", "--runtime=600ms", h.Dir)
+	for _, want := range []string{"WARMING UP", "take the etcd verdict (--profile=etcd) only after warm-up"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("a bound too short for the ramp: exit %d, summary lacks %q:\n%s", r.code, want, r.stdout)
+		}
+	}
+	assertNothingLeft(t, h.Dir)
+}
