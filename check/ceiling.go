@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 )
@@ -15,27 +16,36 @@ import (
 // a deeper queue (its parallelism), fewer with larger blocks (its bandwidth), sequential
 // apart from random (read-ahead, seeks).
 //
-// Measured on this machine (docs/check.md#ceiling): a loop device under blkio
-// throttle.read_iops_device=200 read 4–32 KiB at queue depth 32 within ±8 % of one level in
-// both patterns, and at 1.0–1.2× its queue-depth-1 IOPS; unthrottled, the same cells
-// spread over 0.01–1.6× their median and grew 4–8× from depth 1. The thresholds leave
-// margin on both sides. A FUSE filesystem without asynchronous direct I/O (go-fuse's)
+// Measured on this machine (docs/check.md#ceilings), 4–32 KiB reads of a 1–4 MiB loop device
+// at queue depth 32, cells of 0.6–1 s: under blkio throttle.read_iops_device=200, 184–201
+// IOPS in both patterns (±5 % of the level), 0.94–1.14× queue depth 1; at =1000, 971–1119,
+// 0.91–1.29×; unthrottled, 12,000–55,000 (the median's 0.3–1.4×), 1.9–10.5×. The thresholds
+// leave margin on both sides. A FUSE filesystem without asynchronous direct I/O (go-fuse's)
 // serves each read inside io_submit, so the deep queue holds one I/O at a time: its reads,
-// delayed 2 ms each, looked exactly like a ceiling of ~390 IOPS from depth 1; a deep cell
-// that spent over half its time inside io_submit is therefore not judged.
+// delayed 2 ms each, looked exactly like a ceiling of ~390 IOPS from depth 1, with 99.7–99.9 %
+// of each cell spent inside io_submit (an unthrottled loop device: 13–56 %, io_submit's own
+// cost against I/Os of tens of µs). A cell above submitBound is not judged.
 const (
-	// ceilingSpread is how far each cell may be from the level: the throttled cells were
-	// within 8 %.
+	// ceilingSpread is how far each cell may be from the level: throttled cells were within
+	// 5 % at 200 IOPS, 8 % at 1000.
 	ceilingSpread = 0.15
-	// ceilingGrowth is the most the deep queue may add to depth 1's IOPS: 1.0–1.2×
-	// throttled, 4–8× unthrottled, 12× on a FUSE filesystem serving 12 requests at once.
+	// ceilingGrowth is the most the deep queue may add to depth 1's IOPS: up to 1.29×
+	// throttled, from 1.9× unthrottled.
 	ceilingGrowth = 1.5
 	// ceilingMinBlock and ceilingMaxBlock bound the block sizes the level is read from: 4 KiB
 	// (a page: below it most devices' IOPS do not change with the size) to 32 KiB (an 8×
 	// range in which a device's own limit falls with the bytes moved).
 	ceilingMinBlock = 4 * config.KiB
 	ceilingMaxBlock = 32 * config.KiB
+	// submitBound is the share of a job's time inside io_submit above which its queue is
+	// taken to have held one I/O at a time.
+	submitBound = 0.9
 )
+
+// queued says whether a job kept its I/Os queued rather than served inside io_submit.
+func queued(submitting, elapsed time.Duration) bool {
+	return submitting.Seconds() <= submitBound*elapsed.Seconds()
+}
 
 // Ceiling is an IOPS ceiling recognised in a sweep: the level the reads stopped at.
 type Ceiling struct {
@@ -66,7 +76,7 @@ func (rep *SweepReport) ceiling() *Ceiling {
 			if !ok1 || !ok2 {
 				return nil
 			}
-			if d.Submitting > d.Elapsed/2 {
+			if !queued(d.Submitting, d.Elapsed) {
 				// io_submit returned only once the read was served: the deep queue held
 				// one I/O at a time, and a device serving one at a time looks flat too.
 				return nil

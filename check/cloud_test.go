@@ -44,10 +44,19 @@ func TestSweepNamesAThrottledCeiling(t *testing.T) {
 		if math.Abs(iops-limit) > 0.1*limit || c["from_iodepth"] != 1.0 {
 			t.Errorf("ceiling %v, want ~%d IOPS from queue depth 1", c, limit)
 		}
+		// randrw, reads only on a device: the same ceiling from its depth-1 reference.
+		name, args = cg.Exec(bin, "check", "--profile=randrw", "--json", "--no-progress", "--rwmixread=100", "--bs=4KiB", "--runtime=2s", dev)
+		c, _ = ceilingOf(t, name, args...)
+		if iops, _ := c["iops"].(float64); math.Abs(iops-limit) > 0.1*limit {
+			t.Errorf("randrw: ceiling %v, want ~%d IOPS", c, limit)
+		}
 	})
 	t.Run("unthrottled", func(t *testing.T) {
 		if c, r := ceilingOf(t, bin, "check", "--profile=sweep", "--json", "--no-progress", "--runtime=100ms", dev); c != nil {
 			t.Errorf("an unthrottled loop device named capped: %v\n%s", c, r.stdout)
+		}
+		if c, r := ceilingOf(t, bin, "check", "--profile=randrw", "--json", "--no-progress", "--rwmixread=100", "--bs=4KiB", "--runtime=1s", dev); c != nil {
+			t.Errorf("randrw named an unthrottled loop device capped: %v\n%s", c, r.stdout)
 		}
 	})
 	t.Run("slow FUSE", func(t *testing.T) {
@@ -55,6 +64,10 @@ func TestSweepNamesAThrottledCeiling(t *testing.T) {
 		c, r := ceilingOf(t, bin, "check", "--profile=sweep", "--json", "--no-progress", "--runtime=200ms", "--iodepth=8", "--file-size=1MiB", h.Dir)
 		if c != nil {
 			t.Errorf("a slow FUSE filesystem named capped: %v\n%s", c, r.stdout)
+		}
+		c, r = ceilingOf(t, bin, "check", "--profile=randrw", "--json", "--no-progress", "--rwmixread=100", "--bs=4KiB", "--runtime=1s", "--iodepth=8", "--file-size=1MiB", h.Dir)
+		if c != nil {
+			t.Errorf("randrw named a slow FUSE filesystem capped: %v\n%s", c, r.stdout)
 		}
 		assertNothingLeft(t, h.Dir)
 	})

@@ -210,9 +210,11 @@ func TestProfileFlagsAreRefusedByName(t *testing.T) {
 	}
 }
 
-func TestSweepAndRandRWLeaveNothingBehindAfterCtrlC(t *testing.T) {
+func TestProfilesLeaveNothingBehindAfterCtrlC(t *testing.T) {
 	testenv.RequireRoot(t)
-	for _, profile := range []string{"sweep", "randrw"} {
+	// Each profile's line that says its jobs run: the signal lands in them.
+	running := map[string]string{"sweep": "prepare: done", "randrw": "prepare: done", "first-write": "first-write: 4 KiB writes into"}
+	for _, profile := range []string{"sweep", "randrw", "first-write"} {
 		t.Run(profile, func(t *testing.T) {
 			_, dir := testenv.LoopExt4(t, 256<<20)
 			cmd := exec.Command(testenv.Binary(t), "check", "--profile="+profile, "--runtime=1m", "--file-size=64MiB", dir)
@@ -231,7 +233,7 @@ func TestSweepAndRandRWLeaveNothingBehindAfterCtrlC(t *testing.T) {
 			})
 			// Once the file is prepared, the jobs run for a minute: the signal lands in them.
 			testenv.WaitFor(t, 30*time.Second, "the first job", func() bool {
-				return strings.Contains(stderr.String(), "prepare: done")
+				return strings.Contains(stderr.String(), running[profile])
 			})
 			time.Sleep(300 * time.Millisecond)
 			cmd.Process.Signal(syscall.SIGINT)

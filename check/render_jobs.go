@@ -113,6 +113,14 @@ func (rep *RandRWReport) WriteText(w io.Writer) error {
 			FormatDuration(l.Min), FormatDuration(l.P50), FormatDuration(l.P90), FormatDuration(l.P99), FormatDuration(l.P999), FormatDuration(l.Max))
 	}
 	_ = tw.Flush()
+	if ref := rep.Reference; ref != nil {
+		fmt.Fprintf(&b, "\nat queue depth 1 (the reference, %s first): %.0f IO/s, reads and writes together; queue depth %d: %.0f\n",
+			formatSeconds(ref.Elapsed), ref.IOPS, rep.Depth, rep.Read.IOPS+rep.Write.IOPS)
+	}
+	if c := rep.Ceiling; c != nil {
+		fmt.Fprintf(&b, "CEILING  IOPS stop growing at ~%s from queue depth 1: a provisioned or throttled ceiling, or a device that serves one I/O at a time (--profile=sweep tells them apart: a ceiling is the same for every block size)\n",
+			roundIOPS(c.IOPS))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -149,12 +157,19 @@ type jsonSweep struct {
 	Ceiling               *jsonCeiling `json:"ceiling"`
 }
 
-// jsonCeiling is a recognised IOPS ceiling; null when the sweep shows none.
+// jsonCeiling is a recognised IOPS ceiling; null when none is shown.
 type jsonCeiling struct {
 	IOPS              float64 `json:"iops"`
 	FromIODepth       int     `json:"from_iodepth"`
 	MinBlockSizeBytes int     `json:"min_block_size_bytes"`
 	MaxBlockSizeBytes int     `json:"max_block_size_bytes"`
+}
+
+func (c *Ceiling) json() *jsonCeiling {
+	if c == nil {
+		return nil
+	}
+	return &jsonCeiling{IOPS: c.IOPS, FromIODepth: c.FromQD, MinBlockSizeBytes: c.MinBlock, MaxBlockSizeBytes: c.MaxBlock}
 }
 
 // WriteJSON writes the sweep as one JSON object and a newline.
@@ -166,9 +181,7 @@ func (rep *SweepReport) WriteJSON(w io.Writer) error {
 		out.Cells = append(out.Cells, jsonCell{BlockSizeBytes: c.BlockSize, Pattern: c.Pattern, IODepth: c.Depth, Ops: c.Ops,
 			DurationSeconds: c.Elapsed.Seconds(), IOPS: c.IOPS, BytesPerSecond: c.BytesPerSecond, P50Seconds: c.P50.Seconds(), P99Seconds: c.P99.Seconds()})
 	}
-	if c := rep.Ceiling; c != nil {
-		out.Ceiling = &jsonCeiling{IOPS: c.IOPS, FromIODepth: c.FromQD, MinBlockSizeBytes: c.MinBlock, MaxBlockSizeBytes: c.MaxBlock}
-	}
+	out.Ceiling = rep.Ceiling.json()
 	return writeJSON(w, out)
 }
 
@@ -181,16 +194,26 @@ type jsonDirection struct {
 }
 
 type jsonRandRW struct {
-	Profile         string        `json:"profile"`
-	Path            string        `json:"path"`
-	Device          *Device       `json:"device"`
-	Source          jsonSource    `json:"source"`
-	BlockSizeBytes  int           `json:"block_size_bytes"`
-	IODepth         int           `json:"iodepth"`
-	RWMixRead       int           `json:"rwmixread"`
-	DurationSeconds float64       `json:"duration_seconds"`
-	Read            jsonDirection `json:"read"`
-	Write           jsonDirection `json:"write"`
+	Profile         string         `json:"profile"`
+	Path            string         `json:"path"`
+	Device          *Device        `json:"device"`
+	Source          jsonSource     `json:"source"`
+	BlockSizeBytes  int            `json:"block_size_bytes"`
+	IODepth         int            `json:"iodepth"`
+	RWMixRead       int            `json:"rwmixread"`
+	DurationSeconds float64        `json:"duration_seconds"`
+	Read            jsonDirection  `json:"read"`
+	Write           jsonDirection  `json:"write"`
+	Reference       *jsonReference `json:"reference"`
+	Ceiling         *jsonCeiling   `json:"ceiling"`
+}
+
+// jsonReference is randrw's run at queue depth 1; null at --iodepth=1.
+type jsonReference struct {
+	IODepth         int     `json:"iodepth"`
+	Ops             int     `json:"ops"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	IOPS            float64 `json:"iops"`
 }
 
 // WriteJSON writes the job as one JSON object and a newline.
@@ -198,9 +221,13 @@ func (rep *RandRWReport) WriteJSON(w io.Writer) error {
 	dir := func(d Direction) jsonDirection {
 		return jsonDirection{Ops: d.Ops, Bytes: d.Bytes, IOPS: d.IOPS, BytesPerSecond: d.BytesPerSecond, LatencySeconds: d.Latency}
 	}
-	return writeJSON(w, jsonRandRW{Profile: ProfileRandRW, Path: rep.Path, Device: rep.Device, Source: jsonSource(rep.Source),
+	out := jsonRandRW{Profile: ProfileRandRW, Path: rep.Path, Device: rep.Device, Source: jsonSource(rep.Source),
 		BlockSizeBytes: rep.BlockSize, IODepth: rep.Depth, RWMixRead: rep.ReadMix, DurationSeconds: rep.Elapsed.Seconds(),
-		Read: dir(rep.Read), Write: dir(rep.Write)})
+		Read: dir(rep.Read), Write: dir(rep.Write), Ceiling: rep.Ceiling.json()}
+	if ref := rep.Reference; ref != nil {
+		out.Reference = &jsonReference{IODepth: 1, Ops: ref.Ops, DurationSeconds: ref.Elapsed.Seconds(), IOPS: ref.IOPS}
+	}
+	return writeJSON(w, out)
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -219,7 +246,9 @@ var (
 		{"ceiling"}, {"ceiling", "iops"}, {"ceiling", "from_iodepth"}, {"ceiling", "min_block_size_bytes"}, {"ceiling", "max_block_size_bytes"},
 	})
 	DocumentedRandRWJSONFields = func() [][]string {
-		f := withDevice([][]string{{"profile"}, {"source", "kind"}, {"source", "bytes"}, {"block_size_bytes"}, {"iodepth"}, {"rwmixread"}, {"duration_seconds"}})
+		f := withDevice([][]string{{"profile"}, {"source", "kind"}, {"source", "bytes"}, {"block_size_bytes"}, {"iodepth"}, {"rwmixread"}, {"duration_seconds"},
+			{"reference"}, {"reference", "iodepth"}, {"reference", "ops"}, {"reference", "duration_seconds"}, {"reference", "iops"},
+			{"ceiling"}, {"ceiling", "iops"}, {"ceiling", "from_iodepth"}, {"ceiling", "min_block_size_bytes"}, {"ceiling", "max_block_size_bytes"}})
 		for _, side := range []string{"read", "write"} {
 			for _, k := range []string{"ops", "bytes", "iops", "bytes_per_second"} {
 				f = append(f, []string{side, k})
