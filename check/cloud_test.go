@@ -31,10 +31,10 @@ func ceilingOf(t *testing.T, name string, args ...string) (map[string]any, resul
 func TestSweepNamesAThrottledCeiling(t *testing.T) {
 	testenv.RequireRoot(t)
 	const limit = 200
-	// 1 MiB: sizes up to 1 MiB, 48 cells. 700 ms cells keep the throttle's 100 ms slices
+	// 64 KiB: sizes up to 64 KiB, 32 cells. 700 ms cells keep the throttle's 100 ms slices
 	// from showing (300 ms cells read 146–182 against 200).
-	dev := testenv.LoopDevice(t, 1<<20)
-	testenv.FillRandom(t, dev, 1<<20)
+	dev := testenv.LoopDevice(t, 64<<10)
+	testenv.FillRandom(t, dev, 64<<10)
 	bin := testenv.Binary(t)
 	t.Run("throttled", func(t *testing.T) {
 		cg := testenv.ThrottleReads(t, dev, limit)
@@ -61,7 +61,7 @@ func TestSweepNamesAThrottledCeiling(t *testing.T) {
 	})
 	t.Run("slow FUSE", func(t *testing.T) {
 		h := testenv.MountHangFS(t, testenv.HangFSOptions{ReadDelay: 2 * time.Millisecond})
-		c, r := ceilingOf(t, bin, "check", "--profile=sweep", "--json", "--no-progress", "--runtime=200ms", "--iodepth=8", "--file-size=1MiB", h.Dir)
+		c, r := ceilingOf(t, bin, "check", "--profile=sweep", "--json", "--no-progress", "--runtime=100ms", "--iodepth=8", "--file-size=1MiB", h.Dir)
 		if c != nil {
 			t.Errorf("a slow FUSE filesystem named capped: %v\n%s", c, r.stdout)
 		}
@@ -118,4 +118,18 @@ func TestFirstWriteSeesTheRampAndItsEnd(t *testing.T) {
 		}
 	}
 	assertNothingLeft(t, h.Dir)
+}
+
+func TestFirstWriteNeverWritesABlockDevice(t *testing.T) {
+	testenv.RequireRoot(t)
+	dev := testenv.LoopDevice(t, 4<<20)
+	testenv.FillRandom(t, dev, 4<<20)
+	before := testenv.Run(t, "sha256sum", dev)
+	r := runCheck(t, time.Minute, "--profile=first-write", "--runtime=1s", "--interval=500ms", dev)
+	if r.code != 2 || !strings.Contains(r.stderr, dev+" is a block device and first-write writes: nothing is ever written to a block device") {
+		t.Errorf("exit %d, stderr %q; want a refusal", r.code, r.stderr)
+	}
+	if after := testenv.Run(t, "sha256sum", dev); after != before {
+		t.Errorf("the device changed: %s, then %s", before, after)
+	}
 }

@@ -194,6 +194,12 @@ func TestProfileFlagsAreRefusedByName(t *testing.T) {
 		{[]string{"--profile=randrw", "--bs=4KB", dir}, "--bs: expected a size such as"},
 		{[]string{"--profile=sweep", "--file-size=1000", dir}, "--file-size 1000: a whole number of MiB"},
 		{[]string{"--profile=randrw", "--bs=64MiB", "--file-size=32MiB", dir}, "--bs 67108864 is larger than --file-size 33554432"},
+		{[]string{"--profile=sweep", "--interval=1s", dir}, "--interval does not apply to --profile=sweep"},
+		{[]string{"--profile=first-write", "--iodepth=4", dir}, "--iodepth does not apply to --profile=first-write"},
+		{[]string{"--profile=first-write", "--interval=0s", dir}, "--interval 0s: positive, at most --runtime (5m0s)"},
+		{[]string{"--profile=first-write", "--runtime=10s", "--interval=20s", dir}, "--interval 20s: positive, at most --runtime (10s)"},
+		{[]string{"--profile=first-write", "--bs=1000", dir}, "--bs 1000: a multiple of 512 B"},
+		{[]string{"--profile=first-write", "--file-size=1000", dir}, "--file-size 1000: a whole number of MiB"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args[:len(c.args)-1], " "), func(t *testing.T) {
@@ -205,7 +211,7 @@ func TestProfileFlagsAreRefusedByName(t *testing.T) {
 		})
 	}
 	r := runCheck(t, time.Minute, "--profile=bogus", dir)
-	if r.code != 2 || !strings.Contains(r.stderr, `--profile "bogus": one of etcd, sweep, randrw`) {
+	if r.code != 2 || !strings.Contains(r.stderr, `--profile "bogus": one of etcd, sweep, randrw, first-write`) {
 		t.Errorf("--profile=bogus: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
