@@ -114,12 +114,13 @@ func (rep *RandRWReport) WriteText(w io.Writer) error {
 	}
 	_ = tw.Flush()
 	if ref := rep.Reference; ref != nil {
-		fmt.Fprintf(&b, "\nat queue depth 1 (the reference, %s first): %.0f IO/s, reads and writes together; queue depth %d: %.0f\n",
-			formatSeconds(ref.Elapsed), ref.IOPS, rep.Depth, rep.Read.IOPS+rep.Write.IOPS)
-	}
-	if c := rep.Ceiling; c != nil {
-		fmt.Fprintf(&b, "CEILING  IOPS stop growing at ~%s from queue depth 1: a provisioned or throttled ceiling, or a device that serves one I/O at a time (--profile=sweep tells them apart: a ceiling is the same for every block size)\n",
-			roundIOPS(c.IOPS))
+		total := rep.Read.IOPS + rep.Write.IOPS
+		fmt.Fprintf(&b, "\nqueue depth 1 (the reference, %s first): %.0f IO/s, reads and writes together; queue depth %d: %.0f\n",
+			formatSeconds(ref.Elapsed), ref.IOPS, rep.Depth, total)
+		if rep.Flat {
+			fmt.Fprintf(&b, "FLAT  IOPS grew only %.1f× from queue depth 1: a ceiling at ~%s (provisioned or throttled) or the device's own limit reached at depth 1; --profile=sweep tells them apart\n",
+				rep.Gain, roundIOPS(total))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -205,7 +206,8 @@ type jsonRandRW struct {
 	Read            jsonDirection  `json:"read"`
 	Write           jsonDirection  `json:"write"`
 	Reference       *jsonReference `json:"reference"`
-	Ceiling         *jsonCeiling   `json:"ceiling"`
+	QueueGain       *float64       `json:"queue_gain"`
+	Flat            bool           `json:"flat"`
 }
 
 // jsonReference is randrw's run at queue depth 1; null at --iodepth=1.
@@ -223,9 +225,12 @@ func (rep *RandRWReport) WriteJSON(w io.Writer) error {
 	}
 	out := jsonRandRW{Profile: ProfileRandRW, Path: rep.Path, Device: rep.Device, Source: jsonSource(rep.Source),
 		BlockSizeBytes: rep.BlockSize, IODepth: rep.Depth, RWMixRead: rep.ReadMix, DurationSeconds: rep.Elapsed.Seconds(),
-		Read: dir(rep.Read), Write: dir(rep.Write), Ceiling: rep.Ceiling.json()}
+		Read: dir(rep.Read), Write: dir(rep.Write), Flat: rep.Flat}
 	if ref := rep.Reference; ref != nil {
 		out.Reference = &jsonReference{IODepth: 1, Ops: ref.Ops, DurationSeconds: ref.Elapsed.Seconds(), IOPS: ref.IOPS}
+	}
+	if rep.Gain > 0 {
+		out.QueueGain = &rep.Gain
 	}
 	return writeJSON(w, out)
 }
@@ -248,7 +253,7 @@ var (
 	DocumentedRandRWJSONFields = func() [][]string {
 		f := withDevice([][]string{{"profile"}, {"source", "kind"}, {"source", "bytes"}, {"block_size_bytes"}, {"iodepth"}, {"rwmixread"}, {"duration_seconds"},
 			{"reference"}, {"reference", "iodepth"}, {"reference", "ops"}, {"reference", "duration_seconds"}, {"reference", "iops"},
-			{"ceiling"}, {"ceiling", "iops"}, {"ceiling", "from_iodepth"}, {"ceiling", "min_block_size_bytes"}, {"ceiling", "max_block_size_bytes"}})
+			{"queue_gain"}, {"flat"}})
 		for _, side := range []string{"read", "write"} {
 			for _, k := range []string{"ops", "bytes", "iops", "bytes_per_second"} {
 				f = append(f, []string{side, k})
