@@ -102,6 +102,10 @@ func TestFirstWriteSeesTheRampAndItsEnd(t *testing.T) {
 	}
 	doc := decode(t, r)
 	assertDocumented(t, doc, check.DocumentedFirstWriteJSONFields)
+	// go-fuse passes O_DIRECT through: no fdatasync fallback on the fixture.
+	if field(doc, "direct_io") != true {
+		t.Errorf("direct_io %v on the FUSE fixture, want true", field(doc, "direct_io"))
+	}
 	if got := h.FirstWrites(); got < 512 {
 		t.Errorf("the filesystem saw %d first writes, want the file's 512 blocks", got)
 	}
