@@ -157,6 +157,20 @@ func ThrottleWrites(t testing.TB, dev string, iops int) *Cgroup {
 	return throttle(t, dev, "blkio.throttle.write_iops_device", int64(iops))
 }
 
+// ThrottleReads is ThrottleWrites for reads: a volume with a provisioned read IOPS cap.
+func ThrottleReads(t testing.TB, dev string, iops int) *Cgroup {
+	t.Helper()
+	return throttle(t, dev, "blkio.throttle.read_iops_device", int64(iops))
+}
+
+// Exec is the command line that runs name with args inside the cgroup from its first
+// instruction (a limit on a parent cgroup does not bind a child here, and moving a process
+// in after it started lets its first I/Os through unlimited).
+func (c *Cgroup) Exec(name string, args ...string) (string, []string) {
+	script := fmt.Sprintf(`echo $$ > %s && exec "$@"`, filepath.Join(c.Path, "cgroup.procs"))
+	return "sh", append([]string{"-c", script, "sh", name}, args...)
+}
+
 // ThrottleWriteBandwidth is ThrottleWrites with a cap of bytes per second instead: a
 // device whose small writes pass at once while its bandwidth is free, and queue behind
 // the bytes ahead of them (first in, first out within the cgroup) once something fills it.
