@@ -122,6 +122,7 @@ func ParseIn(data []byte, file, dir string) (*Config, error) {
 			parsed, ok = append(parsed, t), append(ok, good)
 		}
 		p.checkUnique(parsed)
+		p.checkOutside(parsed)
 		for i, t := range parsed {
 			if ok[i] {
 				cfg.Targets = append(cfg.Targets, t)
@@ -226,6 +227,8 @@ func (p *parser) target(n *yaml.Node, index int, baseDir string) (Target, bool) 
 			t.ProbeDir = p.str(val, f)
 		case "limits":
 			p.limits(val, f, &t.Limits)
+		case "vantage":
+			t.Vantage = p.vantage(val, f, baseDir)
 		default:
 			k := LookupProbe(key)
 			if k == nil {
