@@ -497,10 +497,10 @@ func (p *parser) checkUnique(targets []Target) {
 			}
 		}
 		if t.Path != "" {
-			if other, dup := paths[t.Path]; dup {
+			if other, dup := paths[pathKey(&t)]; dup {
 				p.errs = append(p.errs, t.FieldError(p.file, "path", "%s is already probed by target %q", t.Path, other))
 			} else {
-				paths[t.Path] = t.Name
+				paths[pathKey(&t)] = t.Name
 			}
 		}
 	}
@@ -519,7 +519,7 @@ func (p *parser) checkUnique(targets []Target) {
 			roots[root] = t
 			continue
 		}
-		if t.ProbeDir == "" && other.ProbeDir == "" && t.Path == other.Path {
+		if t.ProbeDir == "" && other.ProbeDir == "" && pathKey(t) == pathKey(other) {
 			continue // the same path, refused above
 		}
 		field := "path"

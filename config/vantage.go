@@ -73,6 +73,16 @@ func (v *Vantage) What() string {
 	return "cgroup " + v.Cgroup
 }
 
+// pathKey is what two targets may not share: a path seen from one place. The same path
+// is two targets when one sees it from inside a process's cgroup and the other from the
+// exporter's (vantage.outside).
+func pathKey(t *Target) string {
+	if t.Vantage == nil {
+		return t.Path
+	}
+	return t.Path + "\x00as " + t.Vantage.What()
+}
+
 // checkOutside refuses an `outside` that names no other target of the file, or one that
 // has a vantage of its own.
 func (p *parser) checkOutside(targets []Target) {

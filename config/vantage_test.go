@@ -46,3 +46,19 @@ func TestAVantageBlockParses(t *testing.T) {
 		t.Fatal(s)
 	}
 }
+
+func TestOnePathProbedFromInsideAndOutsideIsTwoTargetsWithTwoProbeDirs(t *testing.T) {
+	dir := t.TempDir()
+	two := "targets:\n  - name: etcd\n    path: /var/lib/etcd\n    probe_dir: /srv/out\n  - name: etcd-as-etcd\n    path: /var/lib/etcd\n    probe_dir: /srv/in\n    vantage: {process: etcd, outside: etcd}\n"
+	if _, err := parseFile(writeConfig(t, dir, two)); err != nil {
+		t.Fatal(err)
+	}
+	oneDir := "targets:\n  - name: etcd\n    path: /var/lib/etcd\n  - name: etcd-as-etcd\n    path: /var/lib/etcd\n    vantage: {process: etcd}\n"
+	if _, err := parseFile(writeConfig(t, dir, oneDir)); err == nil || !strings.Contains(err.Error(), "targets[1].path: /var/lib/etcd already holds the probe files of target \"etcd\"") {
+		t.Fatalf("two targets' probe files in one directory: %v", err)
+	}
+	sameView := "targets:\n  - name: a\n    path: /var/lib/etcd\n    vantage: {process: etcd}\n  - name: b\n    path: /var/lib/etcd\n    probe_dir: /srv/b\n    vantage: {process: etcd}\n"
+	if _, err := parseFile(writeConfig(t, dir, sameView)); err == nil || !strings.Contains(err.Error(), "is already probed by target \"a\"") {
+		t.Fatalf("one path from one place twice: %v", err)
+	}
+}
