@@ -122,3 +122,27 @@ func (m mounts) place(v *View, groups map[string]string) error {
 	}
 	return errNoHierarchy
 }
+
+// Throttles are the limits set on v's cgroup itself, one "file MAJ:MIN value" line each:
+// blkio.throttle.* on cgroup v1, io.max on v2. Limits of a parent are not read: on v1
+// they do not bind a child's processes (blk-throttle without the unified hierarchy's
+// inheritance), and on v2 they would have to be walked up the tree.
+func Throttles(v View) []string {
+	files := []string{"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device", "blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"}
+	if v.V2 {
+		files = []string{"io.max"}
+	}
+	var out []string
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(v.BlkioDir, f))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if line != "" {
+				out = append(out, strings.TrimPrefix(f, "blkio.throttle.")+" "+line)
+			}
+		}
+	}
+	return out
+}

@@ -20,6 +20,7 @@ type Spec struct {
 	Process string // a process name, matched against /proc/PID/comm
 	PIDFile string // a file holding the process's PID
 	Cgroup  string // a cgroup path as /proc/PID/cgroup writes it, e.g. /system.slice/etcd.service
+	PID     int    // a process id, as check --vantage takes one
 }
 
 // String is how logs name the spec.
@@ -29,6 +30,8 @@ func (s Spec) String() string {
 		return "process " + s.Process
 	case s.PIDFile != "":
 		return "pid_file " + s.PIDFile
+	case s.PID > 0:
+		return "PID " + strconv.Itoa(s.PID)
 	}
 	return "cgroup " + s.Cgroup
 }
@@ -87,6 +90,12 @@ func (r *Resolver) Resolve() (View, error) {
 }
 
 func (r *Resolver) pid() (int, error) {
+	if pid := r.Spec.PID; pid > 0 {
+		if _, err := os.Stat(filepath.Join(r.procfs(), strconv.Itoa(pid))); err != nil {
+			return 0, fmt.Errorf("PID %d: %w", pid, ErrNoProcess)
+		}
+		return pid, nil
+	}
 	if r.Spec.PIDFile != "" {
 		data, err := os.ReadFile(r.Spec.PIDFile)
 		if err != nil {
@@ -213,3 +222,6 @@ func (r *Resolver) cgroupView(m mounts) (View, error) {
 	}
 	return v, nil
 }
+
+// Comm is the name of process pid as /proc/PID/comm gives it, "" when it has none.
+func (r *Resolver) Comm(pid int) string { return r.comm(pid) }
