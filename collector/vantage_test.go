@@ -40,7 +40,9 @@ func TestRoundsOfAVantageWithNoProcessAreSkippedNotRunFromTheExportersCgroup(t *
 	cp := &countingProber{}
 	r.probes[0].build = func(*worker, *config.ProbeConfig) (probe.Prober, error) { return cp, nil }
 	r.start()
-	skips := func() float64 { return testutil.ToFloat64(m.skipped.WithLabelValues("as-etcd", "fsync", SkipNoVantage)) }
+	skips := func() float64 {
+		return testutil.ToFloat64(m.skipped.WithLabelValues("as-etcd", "fsync", SkipNoVantage))
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for skips() < 3 && time.Now().Before(deadline) {
 		clock.Advance(t, time.Second, 10*time.Millisecond, 1)
