@@ -33,7 +33,7 @@ func readMounts(file string) (mounts, error) {
 	if err != nil {
 		return mounts{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var m mounts
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
