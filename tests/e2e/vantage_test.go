@@ -93,10 +93,11 @@ func ms(s float64) string { return fmt.Sprintf("%.1f ms", s*1e3) }
 // capped at 100 write IOPS on a loop device that is not capped for anyone else, under a
 // small put load; the exporter probes the disk twice, from its own cgroup (outside) and
 // from etcd's (inside, vantage by pid_file). Inside must see etcd's slow disk, on the
-// same side of 10 ms as etcd's own wal_fsync p99, while outside stays fast: its mean
-// fdatasync five times shorter at least. Then the exporter joins the capped cgroup too: the cap is for
-// everyone, and outside is slow as well. Meanwhile the pressure etcd's cgroup reports
-// (cgroup v2 io.pressure, etcd being put in a unified cgroup of its own) rises.
+// same side of 10 ms as etcd's own wal_fsync p99, while outside stays fast: its median
+// fdatasync four times shorter at least, its mean three. Then the exporter joins the
+// capped cgroup too: the cap is for everyone, and outside is slow as well. Meanwhile the
+// pressure etcd's cgroup reports (cgroup v2 io.pressure, etcd being put in a unified
+// cgroup of its own) rises.
 // The agreement figure itself (p99 within ±30 %) is BENCHMARKS.md's, over minutes:
 // tests/bench TestVantageAgreement.
 func TestVantageInsideEtcdsThrottledCgroupSeesWhatEtcdSees(t *testing.T) {
@@ -153,13 +154,15 @@ func TestVantageInsideEtcdsThrottledCgroupSeesWhatEtcdSees(t *testing.T) {
 	if value(to, "diskprobe_vantage_up", "target", "inside") != 1 {
 		t.Error("diskprobe_vantage_up is not 1")
 	}
-	// The means, not the p99s, are set side by side: outside's tail is not the disk's
-	// alone. On ext4 (data=ordered) its fdatasync can wait for a journal commit, which
-	// waits for the data of etcd's capped writes: outside p99 of 8-81 ms, its p50 under
-	// 1 ms, in runs where inside's p50 was 9 ms and its mean 15× outside's.
+	// The medians and means, not the p99s, are set side by side: outside's tail is not
+	// the disk's alone. On ext4 (data=ordered) its fdatasync can wait for a journal commit,
+	// which waits for the data of etcd's capped writes: outside p99s of 8-100 ms, its p50
+	// 0.8 ms, in runs where inside's p50 was 6-9 ms and its mean 5.6-15× outside's.
+	inP50, outP50 := inside.quantile(0.5), outside.quantile(0.5)
 	inMean, outMean := inside.sum/float64(inside.count), outside.sum/float64(outside.count)
-	if in < 0.010 || inMean < 5*outMean {
-		t.Errorf("inside p99 %s, mean %s; outside mean %s: want inside's p99 at least 10 ms and its mean 5× outside's", ms(in), ms(inMean), ms(outMean))
+	if in < 0.010 || inP50 < 4*outP50 || inMean < 3*outMean {
+		t.Errorf("inside p99 %s, p50 %s, mean %s; outside p50 %s, mean %s: want inside's p99 at least 10 ms, its p50 4× outside's and its mean 3×",
+			ms(in), ms(inP50), ms(inMean), ms(outP50), ms(outMean))
 	}
 	if (in < 0.010) != (etcdP99 < 0.010) {
 		t.Errorf("inside p99 %s and etcd's wal_fsync p99 %s are on two sides of 10 ms", ms(in), ms(etcdP99))
