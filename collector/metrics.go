@@ -47,6 +47,7 @@ type Metrics struct {
 
 	inflight *inflightCollector
 	ebs      *ebsCollector
+	vantage  *vantageCollector
 
 	all []prometheus.Collector // everything above, plus the build info
 }
@@ -74,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_errors_total",
 			Help: "Probe rounds that failed, and operations found stuck in the kernel past limits.timeout."}, tp),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_skipped_total",
-			Help: "Probe rounds not run, by reason: inflight (previous round still running, e.g. I/O stuck in the kernel), preparing (the probe's file still being written: the read probe file, the commit probe's database file), low_free_space (under limits.min_free)."}, []string{"target", "probe", "reason"}),
+			Help: "Probe rounds not run, by reason: inflight (previous round still running, e.g. I/O stuck in the kernel), preparing (the probe's file still being written: the read probe file, the commit probe's database file), low_free_space (under limits.min_free), no_vantage (the target's vantage process could not be joined)."}, []string{"target", "probe", "reason"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_last_success_timestamp_seconds",
 			Help: "Unix time the probe last completed a round without error."}, tp),
 		ioOps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_io_operations_total",
@@ -95,13 +96,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 if the last configuration load succeeded, 0 if it failed and the previous configuration is still running."}),
 		inflight: newInflightCollector(),
 		ebs:      newEBSCollector(),
+		vantage:  newVantageCollector(),
 	}
 	m.all = []prometheus.Collector{
 		m.seqBytes, m.seqDuration, m.seqThroughput,
 		m.runs, m.errors, m.skipped, m.lastSuccess, m.ioOps, m.ioBytes, m.cpuWait,
 		m.busy, m.otherIOPS, m.targetInfo,
 		m.reloadTimestamp, m.reloadOK,
-		m.inflight, m.ebs,
+		m.inflight, m.ebs, m.vantage,
 		versioncollector.NewCollector("diskprobe_exporter"),
 	}
 	m.newKindMetrics()

@@ -73,6 +73,7 @@ func (w *worker) close() {
 		}
 	}
 	w.reads.close()
+	w.r.vantage.close()
 }
 
 // round runs one round of a probe: a scheduled one, or a step of its file's preparation
@@ -108,7 +109,7 @@ func (w *worker) round(pr *probeRun, scheduled bool) {
 			w.fail(pr, err)
 			return
 		}
-		w.probers[pr.index] = p
+		w.probers[pr.index] = r.vantage.wrap(p)
 	}
 	var (
 		res probe.Result
@@ -122,6 +123,9 @@ func (w *worker) round(pr *probeRun, scheduled bool) {
 	switch {
 	case errors.Is(err, probe.ErrNotPrepared):
 		w.prepared(pr, scheduled)
+	case errors.Is(err, errNoVantage): // logged by the vantage, once per change
+		pr.skip(SkipNoVantage)
+		pr.ended(nil)
 	case errors.Is(err, probe.ErrLowFreeSpace):
 		pr.skip(SkipLowFreeSpace)
 		w.noteError(pr, err, slog.LevelWarn)

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/check"
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/vantage"
 )
 
 // checkCommand is `diskprobe_exporter check PATH`.
@@ -35,6 +37,7 @@ type checkCommand struct {
 	threshold *time.Duration
 	json      *bool
 	progress  *bool
+	vantage   *string
 
 	// etcd under load
 	load          *bool
@@ -96,6 +99,7 @@ func addCheckCommand(app *kingpin.Application) *checkCommand {
 	c.rwmixread = flag("rwmixread", "randrw: percentage of reads (fio --rwmixread); 100 on a block device, which is never written.").Default(fmt.Sprint(check.DefaultRWMixRead)).Int()
 	c.fileSize = flag("file-size", fmt.Sprintf("sweep, randrw on a directory: size of the file of their own, written in full before the first I/O (fio --size; default %s); first-write: size of the new file it writes (default %s).", config.FormatSize(check.DefaultJobFileSize), config.FormatSize(check.DefaultFirstWriteFileSize))).String()
 	c.interval = flag("interval", "first-write: how often the IOPS are reported and checked for stability.").Default(check.DefaultFirstWriteInterval.String()).Duration()
+	c.vantage = flag("vantage", "etcd profile: run the check twice, from the exporter's own cgroup and I/O class and from inside those of this process (a PID, or a name as /proc/PID/comm gives it: one process must have it), on a thread that joins its blkio cgroup (cgroup v1) and takes its I/O priority, as a target's vantage block does; print both and what the difference says. Needs root.").PlaceHolder("PID|NAME").String()
 	c.json = cmd.Flag("json", "Print one JSON object on stdout instead of the summary.").Bool()
 	c.progress = cmd.Flag("progress", "Show progress on stderr (a bar on a terminal, a line every 5s otherwise).").Default("true").Bool()
 	return c
@@ -103,7 +107,7 @@ func addCheckCommand(app *kingpin.Application) *checkCommand {
 
 // profileFlags are the flags each profile reads; giving another profile's is an error.
 var profileFlags = map[string][]string{
-	check.ProfileEtcd:       {"probes", "size", "block-size", "duration", "threshold", "commits", "load", "load-read-iops", "load-write-iops", "load-bandwidth", "load-block-size"},
+	check.ProfileEtcd:       {"probes", "size", "block-size", "duration", "threshold", "commits", "load", "load-read-iops", "load-write-iops", "load-bandwidth", "load-block-size", "vantage"},
 	check.ProfileSweep:      {"iodepth", "runtime", "file-size"},
 	check.ProfileRandRW:     {"iodepth", "runtime", "bs", "rwmixread", "file-size"},
 	check.ProfileFirstWrite: {"runtime", "bs", "file-size", "interval"},
@@ -290,6 +294,13 @@ func (c *checkCommand) profileRun(etcd check.Options) (func(context.Context) (re
 		opts := check.RandRWOptions{Path: etcd.Path, ProbeDir: etcd.ProbeDir, BlockSize: int(min(bs, 1<<40)), Depth: *c.iodepth, ReadMix: *c.rwmixread,
 			Runtime: runtime(check.DefaultRandRWRuntime), FileSize: fileSize, Paths: etcd.Paths, Progress: etcd.Progress}
 		return func(ctx context.Context) (report, error) { return nilIfError(check.RandRW(ctx, opts)) }, nil
+	}
+	if *c.vantage != "" {
+		spec := vantage.Spec{Process: *c.vantage}
+		if pid, err := strconv.Atoi(*c.vantage); err == nil {
+			spec = vantage.Spec{PID: pid}
+		}
+		return func(ctx context.Context) (report, error) { return nilIfError(check.RunVantage(ctx, etcd, spec)) }, nil
 	}
 	return func(ctx context.Context) (report, error) { return nilIfError(check.Run(ctx, etcd)) }, nil
 }

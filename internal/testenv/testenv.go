@@ -197,6 +197,35 @@ func throttle(t testing.TB, dev, file string, limit int64) *Cgroup {
 	return cg
 }
 
+// BlkioCgroup creates an empty blkio cgroup (v1), with no limit: a place to put a process
+// whose cgroup a test follows. Removed in cleanup, its processes moved back out.
+func BlkioCgroup(t testing.TB) *Cgroup {
+	t.Helper()
+	RequireRoot(t)
+	if _, err := os.Stat(filepath.Join(blkioRoot, "tasks")); err != nil {
+		t.Skip("needs the blkio cgroup v1 hierarchy at " + blkioRoot)
+	}
+	return newCgroup(t, blkioRoot)
+}
+
+// unifiedRoot is the cgroup v2 hierarchy of a hybrid host, which carries the PSI files
+// (io.pressure, cpu.pressure) of each cgroup even with no controller enabled.
+const unifiedRoot = "/sys/fs/cgroup/unified"
+
+// UnifiedCgroup creates an empty cgroup in the hybrid host's cgroup v2 hierarchy: a
+// process moved there has pressure files of its own. Removed in cleanup.
+func UnifiedCgroup(t testing.TB) *Cgroup {
+	t.Helper()
+	RequireRoot(t)
+	if _, err := os.Stat(filepath.Join(unifiedRoot, "io.pressure")); err != nil {
+		t.Skip("needs a cgroup v2 hierarchy with PSI at " + unifiedRoot)
+	}
+	return newCgroup(t, unifiedRoot)
+}
+
+// Name is the cgroup's path as /proc/PID/cgroup writes it: "/diskprobe-test-…".
+func (c *Cgroup) Name() string { return strings.TrimPrefix(c.Path, c.root) }
+
 // cpuRoot is the cgroup v1 cpu controller's hierarchy.
 const cpuRoot = "/sys/fs/cgroup/cpu"
 
