@@ -50,6 +50,7 @@ type Target struct {
 	// target type's defaults when the file names none.
 	Probe  map[string]*ProbeConfig
 	Limits Limits
+	Volume *Volume // what the target's volume was sold as; nil when the file does not say
 }
 
 // Limits are the hard caps on what the prober may cost a target.
@@ -144,6 +145,9 @@ func (c *Config) Summary() string {
 		s += fmt.Sprintf("%s (%s %s: %v", t.Name, t.Type, t.Path, t.ProbeNames())
 		if t.ProbeDir != "" {
 			s += ", probe files in " + t.ProbeDir
+		}
+		if t.Volume != nil {
+			s += ", volume " + t.Volume.String()
 		}
 		s += ")"
 	}

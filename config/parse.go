@@ -226,6 +226,8 @@ func (p *parser) target(n *yaml.Node, index int, baseDir string) (Target, bool) 
 			t.ProbeDir = p.str(val, f)
 		case "limits":
 			p.limits(val, f, &t.Limits)
+		case "volume":
+			t.Volume = p.volume(val, f)
 		default:
 			k := LookupProbe(key)
 			if k == nil {
