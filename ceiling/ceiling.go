@@ -11,10 +11,10 @@
 //     saturated when work waited in it: the device's own queue held one request or more
 //     on average (Little's law on field 11), or, by Little's law on the prober's own
 //     latency, the device's rate times that latency is one or more AND that latency is
-//     many times the device's own time per request, which is how a wait above the device
-//     shows (a blkio throttle holds bios before the device, so its queue never rises).
-//     A device busy but not held back serves the prober about as fast as it serves
-//     anyone: it fails the second half.
+//     many times the device's own time per request of its slowest kind (read, write,
+//     flush), which is how a wait above the device shows (a blkio throttle holds bios
+//     before the device, so its queue never rises). A device busy but not held back
+//     serves the prober about as fast as it serves anyone: it fails the second half.
 //   - A window has demand when the device completed many times what the prober itself
 //     did in it: the prober's trickle on a slow device is not a ceiling.
 //   - A level is recognised when, for at least Thresholds.Recognise, every window was
@@ -203,13 +203,29 @@ func (r *Recogniser) measure(now time.Time, length time.Duration, d device.Stats
 	waited := d.QueueTime.Seconds()/sec >= r.th.Queue
 	if !waited && r.ownIOOps > 0 && requests > 0 {
 		latency := r.ownIO.Seconds() / r.ownIOOps
-		service := d.ServiceTime.Seconds() / requests
-		waited = requests/sec*latency >= r.th.Queue && latency >= r.th.AboveDevice*service
+		waited = requests/sec*latency >= r.th.Queue && latency >= r.th.AboveDevice*slowestKind(d)
 	}
 	demand := float64(d.ReadIOs+d.WriteIOs+d.DiscardIOs) >= r.th.Demand*max(r.ownOps, 1)
 	w.saturated = waited && demand
 	r.lastWindow = w
 	return w
+}
+
+// slowestKind is the device's own mean time per request of its slowest kind (read,
+// write, discard, flush) in a window: a probe operation is a few requests (a write, the
+// journal's, a flush), each no slower than that, so its latency many times over it was
+// spent waiting somewhere else.
+func slowestKind(d device.Stats) float64 {
+	slowest := 0.0
+	for _, k := range [...]struct {
+		n uint64
+		t time.Duration
+	}{{d.ReadIOs, d.ReadTime}, {d.WriteIOs, d.WriteTime}, {d.DiscardIOs, d.DiscardTime}, {d.FlushIOs, d.FlushTime}} {
+		if k.n > 0 {
+			slowest = max(slowest, k.t.Seconds()/float64(k.n))
+		}
+	}
+	return slowest
 }
 
 func (r *Recogniser) push(w window) {
@@ -375,7 +391,8 @@ func median(vals []float64) float64 {
 // State is what is recognised now.
 func (r *Recogniser) State() State { return r.state }
 
-// Last is the newest window's rates (by series) and length; zero before one closed.
-func (r *Recogniser) Last() (rate [nSeries]float64, length time.Duration) {
-	return r.lastWindow.rate, r.lastWindow.length
+// Last is the newest window: its rates (by series), its length, and whether work waited
+// in it with real demand; zero before one closed.
+func (r *Recogniser) Last() (rate [nSeries]float64, length time.Duration, saturated bool) {
+	return r.lastWindow.rate, r.lastWindow.length, r.lastWindow.saturated
 }

@@ -47,7 +47,8 @@ func (d *synthetic) run(n int, st step) {
 		d.s.ReadIOs += r
 		d.s.WriteSectors += w * bs / 512
 		d.s.ReadSectors += r * bs / 512
-		d.s.ServiceTime += time.Duration(w+r) * st.service
+		d.s.WriteTime += time.Duration(w) * st.service
+		d.s.ReadTime += time.Duration(r) * st.service
 		d.s.QueueTime += time.Duration(st.queue * float64(length))
 		d.r.Own(st.ownOps, int64(st.ownOps)*2300, time.Duration(st.ownOps)*st.ownLatency, true)
 		d.now = d.now.Add(length)
@@ -189,7 +190,7 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 		now = now.Add(5 * time.Second)
 		s.WriteIOs += 500
 		s.WriteSectors += 4000
-		s.ServiceTime += time.Millisecond
+		s.WriteTime += time.Millisecond
 		r.Own(20, 46000, 800*time.Millisecond, true)
 		r.Observe(now, s)
 	})

@@ -128,7 +128,8 @@ func newRunner(sh *shared, file string, pt planned, predecessor *runner) *runner
 		ctx: ctx, cancel: cancel, scheduleDone: make(chan struct{}), workerDone: make(chan struct{})}
 	r.status.current.Store(-1)
 	r.loop = scheduleLoop{r: r}
-	r.worker = worker{r: r, target: t, probers: make([]probe.Prober, len(names)), lastErr: make([]string, len(names))}
+	r.worker = worker{r: r, target: t, probers: make([]probe.Prober, len(names)), lastErr: make([]string, len(names)),
+		ceiling: newDeviceCeiling(sh.metrics, t)}
 	budget := NewBudget(t.Limits, largestBlock(&t))
 	now := sh.clock.Now()
 	m := sh.metrics

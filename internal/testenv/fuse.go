@@ -37,6 +37,7 @@ type HangFS struct {
 	held   atomic.Int64    // requests blocked right now
 	ever   atomic.Int64    // requests ever blocked
 	faults map[string]*fault
+	delays map[string]time.Duration // by op: how long each call waits before it is served
 }
 
 // fault is an error injected into an operation: the next left calls answer errno.
@@ -188,6 +189,19 @@ func (h *HangFS) Failed(op string) int {
 	return 0
 }
 
+// Delay makes every later call of each of ops wait d before it is served (0: none): a
+// slow device behind the mount, not a hung one.
+func (h *HangFS) Delay(d time.Duration, ops ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.delays == nil {
+		h.delays = map[string]time.Duration{}
+	}
+	for _, op := range ops {
+		h.delays[op] = d
+	}
+}
+
 // Held is how many requests are blocked right now.
 func (h *HangFS) Held() int { return int(h.held.Load()) }
 
@@ -214,6 +228,11 @@ func (h *HangFS) gateFor(op string) fuse.Status {
 		// either.
 		<-gate
 		h.held.Add(-1)
+		h.mu.Lock()
+	}
+	if d := h.delays[op]; d > 0 {
+		h.mu.Unlock()
+		time.Sleep(d)
 		h.mu.Lock()
 	}
 	defer h.mu.Unlock()

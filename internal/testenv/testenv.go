@@ -123,6 +123,14 @@ func MountExt4(t testing.TB, dev string) string {
 	return dir
 }
 
+// LoopExt4In is LoopExt4 with its image in dir (a FUSE mount, to make the device as
+// slow as the mount's operations).
+func LoopExt4In(t testing.TB, dir string, size int64) (dev, mnt string) {
+	t.Helper()
+	dev = loopDeviceIn(t, dir, size)
+	return dev, MountExt4(t, dev)
+}
+
 // LoopExt4 is a loop device of size bytes with a mounted ext4 on it.
 func LoopExt4(t testing.TB, size int64) (dev, dir string) {
 	dev = LoopDevice(t, size)
@@ -163,6 +171,12 @@ func ThrottleWrites(t testing.TB, dev string, iops int) *Cgroup {
 func ThrottleWriteBandwidth(t testing.TB, dev string, bytesPerSecond int64) *Cgroup {
 	t.Helper()
 	return throttle(t, dev, "blkio.throttle.write_bps_device", bytesPerSecond)
+}
+
+// ThrottleReadBandwidth is a blkio cgroup limiting reads from dev to bytesPerSecond.
+func ThrottleReadBandwidth(t testing.TB, dev string, bytesPerSecond int64) *Cgroup {
+	t.Helper()
+	return throttle(t, dev, "blkio.throttle.read_bps_device", bytesPerSecond)
 }
 
 func throttle(t testing.TB, dev, file string, limit int64) *Cgroup {
