@@ -185,16 +185,23 @@ func throttle(t testing.TB, dev, file string, limit int64) *Cgroup {
 	if _, err := os.Stat(filepath.Join(blkioRoot, file)); err != nil {
 		t.Skip("needs blkio cgroup v1 throttling at " + blkioRoot)
 	}
+	cg := newCgroup(t, blkioRoot)
+	cg.Throttle(dev, file, limit)
+	return cg
+}
+
+// Throttle sets (or changes) the cgroup's limit of file (blkio.throttle.write_iops_device,
+// read_bps_device, ...) on dev: one cgroup can carry a limit per device.
+func (c *Cgroup) Throttle(dev, file string, limit int64) {
+	c.t.Helper()
 	var st unix.Stat_t
 	if err := unix.Stat(dev, &st); err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	cg := newCgroup(t, blkioRoot)
 	rule := fmt.Sprintf("%d:%d %d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), limit)
-	if err := os.WriteFile(filepath.Join(cg.Path, file), []byte(rule), 0o644); err != nil {
-		t.Fatalf("throttling %s: %v", dev, err)
+	if err := os.WriteFile(filepath.Join(c.Path, file), []byte(rule), 0o644); err != nil {
+		c.t.Fatalf("throttling %s: %v", dev, err)
 	}
-	return cg
 }
 
 // cpuRoot is the cgroup v1 cpu controller's hierarchy.
