@@ -339,11 +339,29 @@ func (p *parser) credits(n *yaml.Node, field string, bytes bool) float64 {
 	return 0
 }
 
-// String is the volume as `--config.check` would say it.
+// String is the volume as `--config.check` says it.
 func (v *Volume) String() string {
-	s := fmt.Sprintf("%s: %g IOPS, %s/s", v.Type, v.IOPS, FormatSize(int64(v.Throughput)))
-	if v.Burst != nil {
-		s += fmt.Sprintf(", burst %g IOPS %s/s from a bucket of %g", v.Burst.IOPS, FormatSize(int64(v.Burst.Throughput)), v.Burst.Bucket)
+	return v.Type + ": " + limits(v.IOPS, v.Throughput) + burstString(v.Burst)
+}
+
+func burstString(b *Burst) string {
+	if b == nil {
+		return ""
 	}
-	return s
+	unit := "I/Os"
+	if b.Bytes {
+		unit = "bytes"
+	}
+	return fmt.Sprintf(", bursting to %s from a bucket of %.0f %s", limits(b.IOPS, b.Throughput), b.Bucket, unit)
+}
+
+func limits(iops, bytesPerSecond float64) string {
+	var parts []string
+	if iops > 0 {
+		parts = append(parts, fmt.Sprintf("%g IOPS", iops))
+	}
+	if bytesPerSecond > 0 {
+		parts = append(parts, FormatSize(int64(bytesPerSecond))+"/s")
+	}
+	return strings.Join(parts, " and ")
 }
