@@ -40,6 +40,7 @@ import (
 // writes and both.
 type Series int
 
+// The series, by unit and direction.
 const (
 	ReadIOPS Series = iota
 	WriteIOPS
@@ -75,8 +76,8 @@ type Thresholds struct {
 	ExitWindows  int           // consecutive windows that do not bind to leave it
 }
 
-// DefaultThresholds: windows of 10 s (a default target's units come every ~7.5 s),
-// named after 2 minutes flat, ±10 %, never above 1.1× in the last 15 minutes.
+// DefaultThresholds are the daemon's: windows of 10 s (a default target's units come
+// every ~7.5 s), named after 2 minutes flat, ±10 %, never above 1.1× in 15 minutes.
 var DefaultThresholds = Thresholds{
 	Window:       10 * time.Second,
 	Recognise:    2 * time.Minute,
