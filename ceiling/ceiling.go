@@ -94,7 +94,7 @@ var DefaultThresholds = Thresholds{
 }
 
 // ringSize bounds the windows kept: Recognise at the shortest Window, with room.
-const ringSize = 32
+const ringSize = 16
 
 // peakSlots is how many slots of PeakHorizon/peakSlots the recent peak is kept in.
 const peakSlots = 15
