@@ -20,9 +20,10 @@
 //   - A level is recognised when, for at least Thresholds.Recognise, every window was
 //     saturated with demand and the rate (per direction, IOPS and bytes/s apart) was flat:
 //     most windows within ±Flat of their median; AND no window of the last
-//     Thresholds.PeakHorizon completed more than Exceed times it. A cap is a ceiling
-//     never exceeded; a failing device's throughput wanders and falls as its latency
-//     rises, so it is neither flat nor under its own recent peak.
+//     Thresholds.PeakHorizon completed more than Exceed times it (for a level at a
+//     volume's stated baseline, more than Exceed times its stated burst: Expect). A cap is
+//     a ceiling never exceeded; a failing device's throughput wanders and falls as its
+//     latency rises, so it is neither flat nor under its own recent peak.
 //   - Once recognised, a level stands until a window completes more than Exceed times
 //     it (each series apart: a cap on IOPS stands when the block size, and so the
 //     bytes/s, changes). The device is at its ceiling while windows are saturated at ≥ (1−Flat)
@@ -138,6 +139,10 @@ type Recogniser struct {
 	peak     [peakSlots][nSeries]float64 // the highest window rate per slot of PeakHorizon
 	peakSlot [peakSlots]int64            // which slot (time / slot length) each holds
 
+	// A volume's stated tiers, by series (0: none): a level at base is recognised even
+	// though the device recently did up to burst, which an emptied bucket explains.
+	base, burst [nSeries]float64
+
 	state       State
 	hits, miss  int               // consecutive binding / non-binding windows at the ceiling
 	scratch     [ringSize]float64 // for medians
@@ -148,6 +153,14 @@ type Recogniser struct {
 
 // New returns a recogniser with thresholds th.
 func New(th Thresholds) *Recogniser { return &Recogniser{th: th} }
+
+// Expect tells the recogniser a volume's stated tiers on series s: it bursts to burst
+// from a bucket and falls back to baseline when the bucket is empty. A level at the
+// baseline is then named even within PeakHorizon of the burst; without this, a gp2
+// volume whose credits ran out would be called capped only 15 minutes later.
+func (r *Recogniser) Expect(s Series, baseline, burst float64) {
+	r.base[s], r.burst[s] = baseline, burst
+}
 
 // Own adds what a round of the prober did on the device: ops operations moving bytes.
 // small says its operations are small (a 4 KiB read, a write and its fdatasync), so
@@ -344,7 +357,7 @@ func (r *Recogniser) recognise(now time.Time) (level [nSeries]float64, ok bool) 
 				within++
 			}
 		}
-		if float64(within) < r.th.FlatShare*float64(n) || r.recentPeak(Series(s), now) > r.th.Exceed*med {
+		if float64(within) < r.th.FlatShare*float64(n) || !r.neverExceeded(Series(s), med, now) {
 			continue
 		}
 		// The prober's own rate is no ceiling: a level must be well above it.
@@ -358,6 +371,18 @@ func (r *Recogniser) recognise(now time.Time) (level [nSeries]float64, ok bool) 
 		level[s], ok = med, true
 	}
 	return level, ok
+}
+
+// neverExceeded is whether no window of the last PeakHorizon did more than Exceed times
+// level on series s, or, for a level at a stated baseline, more than Exceed times the
+// stated burst.
+func (r *Recogniser) neverExceeded(s Series, level float64, now time.Time) bool {
+	peak := r.recentPeak(s, now)
+	if peak <= r.th.Exceed*level {
+		return true
+	}
+	base := r.base[s]
+	return r.burst[s] > 0 && level >= (1-r.th.Flat)*base && level <= (1+r.th.Flat)*base && peak <= r.th.Exceed*r.burst[s]
 }
 
 // sameLevel is whether two sets of levels name the same ceiling: the same series, each

@@ -182,6 +182,28 @@ func TestLevelBelowARecentPeakIsNotRecognisedUntilThePeakIsOld(t *testing.T) {
 	}
 }
 
+func TestBaselineAfterABurstIsNamedWhenTheVolumeSaysItBursts(t *testing.T) {
+	d := newSynthetic(t)
+	d.r.Expect(WriteIOPS, 100, 1000)
+	d.run(6, step{writeIOPS: 1000, blockSize: 4096, queue: 0.5, service: 100 * time.Microsecond, ownOps: 20, ownLatency: time.Millisecond})
+	start := d.now
+	for i := 0; i < 60 && !d.r.State().Recognised(); i++ {
+		d.run(1, capped)
+	}
+	st := d.r.State()
+	if !st.Recognised() || st.Since.Sub(start) > 3*time.Minute {
+		t.Fatalf("a volume that bursts to 1,000 and fell back to 100: want its baseline named within 3 minutes, got %+v after %v", st, d.now.Sub(start))
+	}
+	// A level the tiers do not explain still waits for the peak to age.
+	d = newSynthetic(t)
+	d.r.Expect(WriteIOPS, 300, 1000)
+	d.run(6, step{writeIOPS: 1000, blockSize: 4096, queue: 0.5, service: 100 * time.Microsecond, ownOps: 20, ownLatency: time.Millisecond})
+	d.run(30, capped)
+	if st := d.r.State(); st.Ceiling[WriteIOPS] > 0 {
+		t.Errorf("a level of 100 on a volume stated at 300 was named within 5 minutes of 1,000: %+v", st)
+	}
+}
+
 func TestObserveDoesNotAllocate(t *testing.T) {
 	r := New(DefaultThresholds)
 	now := time.Unix(0, 0)

@@ -58,6 +58,15 @@ func newDeviceCeiling(m *Metrics, t config.Target) deviceCeiling {
 		}
 		c.bucket = ceiling.Bucket{Size: b.Bucket, Refill: b.Refill, Baseline: baseline, Bytes: b.Bytes}
 		c.credit = ceiling.NewCredit(c.bucket)
+		for _, series := range ceiling.AllSeries {
+			if series.Bytes() == b.Bytes {
+				burst := b.IOPS
+				if b.Bytes {
+					burst = b.Throughput
+				}
+				c.recogniser.Expect(series, baseline, burst)
+			}
+		}
 	}
 	return c
 }

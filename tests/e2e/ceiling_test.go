@@ -23,7 +23,7 @@ import (
 //   - write: capped at 100 write IOPS by a blkio throttle;
 //   - read: capped at 2 MiB/s of reads;
 //   - burst: a gp2-like bucket kept by a controller of the test's own, which switches the
-//     device's throttle between a burst and a baseline;
+//     device's throttle between a burst and a baseline, and a volume block saying so;
 //   - steady: no cap, a neighbour at a steady 300 IOPS the device keeps up with;
 //   - sick: the image on a FUSE mount whose fsync slows from 2 to 40 ms, as a failing
 //     disk's latency grows, and then stays there, under four etcd-like writers.
@@ -195,13 +195,16 @@ func TestDeviceCeiling(t *testing.T) {
 
 	namedWrite := func(s ceilingSample) bool { return s.atCeiling == 1 && within(s.iops["write"], writeCap, 0.10) }
 	namedRead := func(s ceilingSample) bool { return s.atCeiling == 1 && within(s.bytes["read"], readCap, 0.10) }
-	// Until both caps are named and half a minute more has shown whether at_ceiling holds,
-	// and the negatives have run long enough to have been named were they capped.
+	namedBaseline := func(s ceilingSample) bool { return s.atCeiling == 1 && within(s.iops["write"], baseline, 0.10) }
+	// Until both caps and the emptied bucket's baseline are named and half a minute more
+	// has shown whether at_ceiling holds, and the negatives have run long enough to have
+	// been named were they capped.
 	samples := watchCeiling(t, e, []string{"write", "read", "burst", "steady", "sick"}, start, 7*time.Minute, func(all map[string][]ceilingSample) bool {
 		w, _ := recognised(all["write"], namedWrite)
 		r, _ := recognised(all["read"], namedRead)
+		b, _ := recognised(all["burst"], namedBaseline)
 		last := all["write"][len(all["write"])-1].at
-		return w != nil && r != nil && last > max(w.at, r.at)+30*time.Second && last > negativeTime
+		return w != nil && r != nil && b != nil && last > max(w.at, r.at)+30*time.Second && last > negativeTime
 	})
 	close(stop)
 	wg.Wait()
@@ -222,6 +225,19 @@ func TestDeviceCeiling(t *testing.T) {
 	})
 	t.Run("BurstBalanceAndForecastFollowTheController", func(t *testing.T) {
 		scoreBurst(t, samples["burst"], log, baseline, burst, bucket)
+	})
+	t.Run("EmptiedBucketIsNamedCappedAtItsBaseline", func(t *testing.T) {
+		// The volume block says the device bursts to 1,000: its fall to the baseline is a
+		// cap within minutes, not only once the burst is 15 minutes old.
+		emptyAt, _ := log.emptyAt()
+		first, flips := recognised(samples["burst"], namedBaseline)
+		if first == nil {
+			last := samples["burst"][len(samples["burst"])-1]
+			t.Fatalf("the bucket emptied after %v; by %v the baseline of %g IOPS was not named (at_ceiling %g, IOPS %v)",
+				emptyAt.Round(time.Second), last.at.Round(time.Second), baseline, last.atCeiling, last.iops)
+		}
+		t.Logf("bucket emptied after %v; the baseline named %.1f IOPS %v later; at_ceiling changed %d times after",
+			emptyAt.Round(time.Second), first.iops["write"], (first.at - emptyAt).Round(time.Second), flips)
 	})
 }
 
