@@ -277,7 +277,8 @@ func notCapped(t *testing.T, samples []ceilingSample, what string) {
 // scoreBurst scores the exporter's balance estimate and empty-time forecast against the
 // controller's log, the truth: a gp2-like bucket scaled down (baseline 100 IOPS, burst
 // 1,000, 60,000 I/Os), kept by the same rules the exporter is told, from the device's
-// completions read every 100 ms, the throttle at the burst while the bucket holds credits.
+// completions read every 100 ms, the throttle at the baseline from when the bucket is
+// empty until it holds a second of the burst again.
 func scoreBurst(t *testing.T, samples []ceilingSample, log controllerLog, baseline, burst, bucket float64) {
 	emptyAt, ok := log.emptyAt()
 	if !ok {
@@ -409,9 +410,15 @@ func startController(t *testing.T, dev string, cg *testenv.Cgroup, baseline, bur
 			dt := now.Sub(lastAt).Seconds()
 			balance = min(max(balance+baseline*dt-(n-last), 0), size)
 			last, lastAt = n, now
-			want := burst
-			if balance <= 0 {
+			// At the burst only with a second of it left: switched on every crumb of
+			// credit (a tick with one completion fewer than the refill) the throttle
+			// would let bursts through at the baseline, ~390 IOPS measured, not 100.
+			want := limit
+			switch {
+			case balance <= 0:
 				want = baseline
+			case balance >= burst:
+				want = burst
 			}
 			if want != limit {
 				limit = want
