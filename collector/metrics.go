@@ -52,6 +52,7 @@ type Metrics struct {
 	reloadOK        prometheus.Gauge
 
 	inflight *inflightCollector
+	ebs      *ebsCollector
 
 	all []prometheus.Collector // everything above, plus the build info
 }
@@ -117,6 +118,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "config_last_reload_successful",
 			Help: "1 if the last configuration load succeeded, 0 if it failed and the previous configuration is still running."}),
 		inflight: newInflightCollector(),
+		ebs:      newEBSCollector(),
 	}
 	m.all = []prometheus.Collector{
 		m.seqBytes, m.seqDuration, m.seqThroughput,
@@ -125,7 +127,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.ceilingIOPS, m.ceilingBytes, m.ceilingSince, m.atCeiling,
 		m.volumeLimitIOPS, m.volumeLimitBytes, m.volumeInfo, m.burstBalance, m.burstEmpty,
 		m.reloadTimestamp, m.reloadOK,
-		m.inflight,
+		m.inflight, m.ebs,
 		versioncollector.NewCollector("diskprobe_exporter"),
 	}
 	m.newKindMetrics()
