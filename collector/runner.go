@@ -132,7 +132,8 @@ func newRunner(sh *shared, file string, pt planned, predecessor *runner) *runner
 	r.status.current.Store(-1)
 	r.loop = scheduleLoop{r: r}
 	r.vantage = newVantageRun(t.Vantage, sh.paths, r.logger)
-	r.worker = worker{r: r, target: t, probers: make([]probe.Prober, len(names)), lastErr: make([]string, len(names))}
+	r.worker = worker{r: r, target: t, probers: make([]probe.Prober, len(names)), lastErr: make([]string, len(names)),
+		ceiling: newDeviceCeiling(sh.metrics, t)}
 	budget := NewBudget(t.Limits, largestBlock(&t))
 	now := sh.clock.Now()
 	m := sh.metrics

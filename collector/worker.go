@@ -36,6 +36,7 @@ type worker struct {
 	logged      map[string]float64 // by probe file: the preparation's progress last logged
 	noticed     map[string]bool    // notices from the probes, logged once each
 	contextMark contextMark        // where device context was last published
+	ceiling     deviceCeiling      // the device's ceiling and the volume's burst credit
 }
 
 func (w *worker) run() {
@@ -225,7 +226,10 @@ func (w *worker) withDevice(pr *probeRun, fn func()) bool {
 	}
 	defer func() { <-w.disk.lock }()
 	if w.devOK {
-		w.disk.unitStarts(r.paths, w.dev.Name, r.clock.Now())
+		now := r.clock.Now()
+		if s, ok := w.disk.unitStarts(r.paths, w.dev.Name, now); ok {
+			w.observeDevice(now, s)
+		}
 		w.publishDeviceContext()
 	}
 	r.status.current.Store(pr.index)
@@ -258,6 +262,7 @@ func (w *worker) publishDeviceContext() {
 // publish: where the kernel does not report it the series stays absent rather than 0,
 // and a retired runner cannot bring it back.
 func (w *worker) account(pr *probeRun, res probe.Result) {
+	w.ceiling.own(res)
 	if res.Ops > 0 {
 		pr.ioOps.Add(float64(res.Ops))
 		pr.ioBytes.Add(float64(res.Bytes))

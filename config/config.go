@@ -53,6 +53,7 @@ type Target struct {
 	// Vantage, when set, has the target's probes run inside another process's cgroup and
 	// I/O class (vantage.go); nil: the exporter's own.
 	Vantage *Vantage
+	Volume  *Volume // what the target's volume was sold as; nil when the file does not say
 }
 
 // Limits are the hard caps on what the prober may cost a target.
@@ -150,6 +151,9 @@ func (c *Config) Summary() string {
 		}
 		if t.Vantage != nil {
 			s += ", as " + t.Vantage.What() + " sees it"
+		}
+		if t.Volume != nil {
+			s += ", volume " + t.Volume.String()
 		}
 		s += ")"
 	}

@@ -229,6 +229,8 @@ func (p *parser) target(n *yaml.Node, index int, baseDir string) (Target, bool) 
 			p.limits(val, f, &t.Limits)
 		case "vantage":
 			t.Vantage = p.vantage(val, f, baseDir)
+		case "volume":
+			t.Volume = p.volume(val, f)
 		default:
 			k := LookupProbe(key)
 			if k == nil {

@@ -39,8 +39,9 @@ type HangFS struct {
 	faults map[string]*fault
 
 	opts    HangFSOptions
-	touched map[touchedBlock]bool // blocks written at least once, for FirstWriteDelay
-	firsts  atomic.Int64          // writes delayed as first writes
+	touched map[touchedBlock]bool    // blocks written at least once, for FirstWriteDelay
+	firsts  atomic.Int64             // writes delayed as first writes
+	delays  map[string]time.Duration // by op: how long each call waits before it is served
 }
 
 // touchedBlock is a FirstWriteBlock-sized block of a file, by its inode.
@@ -225,6 +226,19 @@ func (h *HangFS) firstWrite(node uint64, off int64, n int) bool {
 	return fresh
 }
 
+// Delay makes every later call of each of ops wait d before it is served (0: none): a
+// slow device behind the mount, not a hung one.
+func (h *HangFS) Delay(d time.Duration, ops ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.delays == nil {
+		h.delays = map[string]time.Duration{}
+	}
+	for _, op := range ops {
+		h.delays[op] = d
+	}
+}
+
 // Held is how many requests are blocked right now.
 func (h *HangFS) Held() int { return int(h.held.Load()) }
 
@@ -251,6 +265,11 @@ func (h *HangFS) gateFor(op string) fuse.Status {
 		// either.
 		<-gate
 		h.held.Add(-1)
+		h.mu.Lock()
+	}
+	if d := h.delays[op]; d > 0 {
+		h.mu.Unlock()
+		time.Sleep(d)
 		h.mu.Lock()
 	}
 	defer h.mu.Unlock()

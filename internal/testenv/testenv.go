@@ -123,6 +123,14 @@ func MountExt4(t testing.TB, dev string) string {
 	return dir
 }
 
+// LoopExt4In is LoopExt4 with its image in dir (a FUSE mount, to make the device as
+// slow as the mount's operations).
+func LoopExt4In(t testing.TB, dir string, size int64) (dev, mnt string) {
+	t.Helper()
+	dev = loopDeviceIn(t, dir, size)
+	return dev, MountExt4(t, dev)
+}
+
 // LoopExt4 is a loop device of size bytes with a mounted ext4 on it.
 func LoopExt4(t testing.TB, size int64) (dev, dir string) {
 	dev = LoopDevice(t, size)
@@ -179,22 +187,35 @@ func ThrottleWriteBandwidth(t testing.TB, dev string, bytesPerSecond int64) *Cgr
 	return throttle(t, dev, "blkio.throttle.write_bps_device", bytesPerSecond)
 }
 
+// ThrottleReadBandwidth is a blkio cgroup limiting reads from dev to bytesPerSecond.
+func ThrottleReadBandwidth(t testing.TB, dev string, bytesPerSecond int64) *Cgroup {
+	t.Helper()
+	return throttle(t, dev, "blkio.throttle.read_bps_device", bytesPerSecond)
+}
+
 func throttle(t testing.TB, dev, file string, limit int64) *Cgroup {
 	t.Helper()
 	RequireRoot(t)
 	if _, err := os.Stat(filepath.Join(blkioRoot, file)); err != nil {
 		t.Skip("needs blkio cgroup v1 throttling at " + blkioRoot)
 	}
+	cg := newCgroup(t, blkioRoot)
+	cg.Throttle(dev, file, limit)
+	return cg
+}
+
+// Throttle sets (or changes) the cgroup's limit of file (blkio.throttle.write_iops_device,
+// read_bps_device, ...) on dev: one cgroup can carry a limit per device.
+func (c *Cgroup) Throttle(dev, file string, limit int64) {
+	c.t.Helper()
 	var st unix.Stat_t
 	if err := unix.Stat(dev, &st); err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	cg := newCgroup(t, blkioRoot)
 	rule := fmt.Sprintf("%d:%d %d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), limit)
-	if err := os.WriteFile(filepath.Join(cg.Path, file), []byte(rule), 0o644); err != nil {
-		t.Fatalf("throttling %s: %v", dev, err)
+	if err := os.WriteFile(filepath.Join(c.Path, file), []byte(rule), 0o644); err != nil {
+		c.t.Fatalf("throttling %s: %v", dev, err)
 	}
-	return cg
 }
 
 // BlkioCgroup creates an empty blkio cgroup (v1), with no limit: a place to put a process
