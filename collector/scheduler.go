@@ -75,6 +75,8 @@ func NewScheduler(m *Metrics, paths device.Paths, clock Clock, logger *slog.Logg
 	s.ebs = newEBSVolumes(paths, s.ebsTargets, ebsnvme.Read, logger)
 	m.ebs.volumes = s.ebs
 	s.ebs.start()
+	m.vantage.scheduler, m.vantage.procfs = s, paths.ProcFS
+	checkHostPressure(paths.ProcFS, logger)
 	if err := probe.CheckCPUWait(); err != nil {
 		logger.Warn("diskprobe_probe_cpu_wait_seconds_total is not exported: this kernel does not report how long a thread waits for a CPU (schedstat run_delay), so host CPU starvation cannot be told apart from a slow disk", "err", err)
 	}
