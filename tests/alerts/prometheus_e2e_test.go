@@ -229,6 +229,8 @@ var dashboardQueriesEmptyByDesign = map[string]string{
 	`diskprobe-target.json: panel "Burst credits: balance and time to empty" A`:    "a volume block with a bucket",
 	`diskprobe-target.json: panel "Burst credits: balance and time to empty" B`:    "a volume block with a bucket",
 	`diskprobe-target.json: panel "Capped, busy or sick" B`:                        "a day of history",
+	`diskprobe-target.json: panel "Target" C`:                                      "a volume block",
+	`diskprobe-target.json: panel "Target" D`:                                      "a capped device",
 }
 
 // nodeExporterQueries are the queries that need node_exporter: required to return series
