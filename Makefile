@@ -150,6 +150,7 @@ bench:
 	@scripts/tools.sh prometheus >/dev/null
 	cd tests && DISKPROBE_BENCH_RULESCALE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestRuleScale$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	cd tests && DISKPROBE_BENCH_LIVEALERT=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestLivePeerGroupPagesTheFailingDisk$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_VANTAGE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestVantageAgreement$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	@scripts/tools.sh thanos victoriametrics >/dev/null
 	cd tests && DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./sharding -run '^TestShardingReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	$(GO) -C tests run ./cmd/benchmarks split $(abspath $(BENCH_REPORT))

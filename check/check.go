@@ -3,7 +3,8 @@
 // of three profiles: etcd (etcd's fio recipe and its backend commit, each with a
 // PASS/FAIL verdict against etcd's targets), sweep (block sizes from the logical block size to 64 MiB, random and
 // sequential reads, at queue depth 1 and --iodepth) and randrw (random mixed I/O at a
-// queue depth, as fio's randrw jobs).
+// queue depth, as fio's randrw jobs) and first-write (first writes of a new file's blocks
+// against rewrites, interval by interval, until stable: a cloud volume's warm-up).
 package check
 
 import (
@@ -18,10 +19,13 @@ const (
 	ProfileEtcd   = "etcd"
 	ProfileSweep  = "sweep"
 	ProfileRandRW = "randrw"
+	// ProfileFirstWrite times first writes of fresh blocks against rewrites: a cloud
+	// volume's warm-up.
+	ProfileFirstWrite = "first-write"
 )
 
 // Profiles lists the profiles, the default first.
-var Profiles = []string{ProfileEtcd, ProfileSweep, ProfileRandRW}
+var Profiles = []string{ProfileEtcd, ProfileSweep, ProfileRandRW, ProfileFirstWrite}
 
 // freeSpaceMargin is left free on top of what the check writes: a check must never be
 // what fills the disk of a node that is already running something.

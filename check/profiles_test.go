@@ -19,8 +19,8 @@ import (
 func assertDocumented(t *testing.T, doc map[string]any, fields [][]string) {
 	t.Helper()
 	for _, path := range fields {
-		if path[0] == "cells" {
-			cells, _ := doc["cells"].([]any)
+		if path[0] == "cells" || path[0] == "intervals" {
+			cells, _ := doc[path[0]].([]any)
 			if len(cells) == 0 {
 				t.Errorf("JSON has no cells")
 				continue
@@ -32,10 +32,29 @@ func assertDocumented(t *testing.T, doc map[string]any, fields [][]string) {
 			}
 			continue
 		}
-		if field(doc, path...) == nil {
+		if !hasField(doc, path...) {
 			t.Errorf("JSON has no %s", strings.Join(path, "."))
 		}
 	}
+}
+
+// hasField: the path is in doc, or leads through a key that is present and null (the
+// sweep's ceiling when it shows none).
+func hasField(doc map[string]any, path ...string) bool {
+	cur := doc
+	for _, k := range path {
+		v, ok := cur[k]
+		if !ok {
+			return false
+		}
+		if v == nil {
+			return true
+		}
+		if cur, ok = v.(map[string]any); !ok {
+			return true
+		}
+	}
+	return true
 }
 
 func TestSweepOfABlockDeviceReadsEveryCellAndWritesNothing(t *testing.T) {
@@ -175,6 +194,12 @@ func TestProfileFlagsAreRefusedByName(t *testing.T) {
 		{[]string{"--profile=randrw", "--bs=4KB", dir}, "--bs: expected a size such as"},
 		{[]string{"--profile=sweep", "--file-size=1000", dir}, "--file-size 1000: a whole number of MiB"},
 		{[]string{"--profile=randrw", "--bs=64MiB", "--file-size=32MiB", dir}, "--bs 67108864 is larger than --file-size 33554432"},
+		{[]string{"--profile=sweep", "--interval=1s", dir}, "--interval does not apply to --profile=sweep"},
+		{[]string{"--profile=first-write", "--iodepth=4", dir}, "--iodepth does not apply to --profile=first-write"},
+		{[]string{"--profile=first-write", "--interval=0s", dir}, "--interval 0s: positive, at most --runtime (5m0s)"},
+		{[]string{"--profile=first-write", "--runtime=10s", "--interval=20s", dir}, "--interval 20s: positive, at most --runtime (10s)"},
+		{[]string{"--profile=first-write", "--bs=1000", dir}, "--bs 1000: a multiple of 512 B"},
+		{[]string{"--profile=first-write", "--file-size=1000", dir}, "--file-size 1000: a whole number of MiB"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args[:len(c.args)-1], " "), func(t *testing.T) {
@@ -186,14 +211,16 @@ func TestProfileFlagsAreRefusedByName(t *testing.T) {
 		})
 	}
 	r := runCheck(t, time.Minute, "--profile=bogus", dir)
-	if r.code != 2 || !strings.Contains(r.stderr, `--profile "bogus": one of etcd, sweep, randrw`) {
+	if r.code != 2 || !strings.Contains(r.stderr, `--profile "bogus": one of etcd, sweep, randrw, first-write`) {
 		t.Errorf("--profile=bogus: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
-func TestSweepAndRandRWLeaveNothingBehindAfterCtrlC(t *testing.T) {
+func TestProfilesLeaveNothingBehindAfterCtrlC(t *testing.T) {
 	testenv.RequireRoot(t)
-	for _, profile := range []string{"sweep", "randrw"} {
+	// Each profile's line that says its jobs run: the signal lands in them.
+	running := map[string]string{"sweep": "prepare: done", "randrw": "prepare: done", "first-write": "first-write: 4 KiB writes into"}
+	for _, profile := range []string{"sweep", "randrw", "first-write"} {
 		t.Run(profile, func(t *testing.T) {
 			_, dir := testenv.LoopExt4(t, 256<<20)
 			cmd := exec.Command(testenv.Binary(t), "check", "--profile="+profile, "--runtime=1m", "--file-size=64MiB", dir)
@@ -212,7 +239,7 @@ func TestSweepAndRandRWLeaveNothingBehindAfterCtrlC(t *testing.T) {
 			})
 			// Once the file is prepared, the jobs run for a minute: the signal lands in them.
 			testenv.WaitFor(t, 30*time.Second, "the first job", func() bool {
-				return strings.Contains(stderr.String(), "prepare: done")
+				return strings.Contains(stderr.String(), running[profile])
 			})
 			time.Sleep(300 * time.Millisecond)
 			cmd.Process.Signal(syscall.SIGINT)

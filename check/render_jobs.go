@@ -70,6 +70,9 @@ func (rep *SweepReport) WriteText(w io.Writer) error {
 		}
 		_ = tw.Flush()
 	}
+	if c := rep.Ceiling; c != nil {
+		fmt.Fprintf(&b, "\nCEILING  %s\n", c.sentence())
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -110,6 +113,15 @@ func (rep *RandRWReport) WriteText(w io.Writer) error {
 			FormatDuration(l.Min), FormatDuration(l.P50), FormatDuration(l.P90), FormatDuration(l.P99), FormatDuration(l.P999), FormatDuration(l.Max))
 	}
 	_ = tw.Flush()
+	if ref := rep.Reference; ref != nil {
+		total := rep.Read.IOPS + rep.Write.IOPS
+		fmt.Fprintf(&b, "\nqueue depth 1 (the reference, %s first): %.0f IO/s, reads and writes together; queue depth %d: %.0f\n",
+			formatSeconds(ref.Elapsed), ref.IOPS, rep.Depth, total)
+		if rep.Flat {
+			fmt.Fprintf(&b, "FLAT  IOPS grew only %.1f× from queue depth 1: a ceiling at ~%s (provisioned or throttled) or the device's own limit reached at depth 1; --profile=sweep tells them apart\n",
+				rep.Gain, roundIOPS(total))
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -134,15 +146,31 @@ type jsonCell struct {
 }
 
 type jsonSweep struct {
-	Profile               string     `json:"profile"`
-	Path                  string     `json:"path"`
-	Device                *Device    `json:"device"`
-	Source                jsonSource `json:"source"`
-	IODepth               int        `json:"iodepth"`
-	RuntimePerCellSeconds float64    `json:"runtime_per_cell_seconds"`
-	AdvertisedSeconds     float64    `json:"advertised_seconds"`
-	DurationSeconds       float64    `json:"duration_seconds"`
-	Cells                 []jsonCell `json:"cells"`
+	Profile               string       `json:"profile"`
+	Path                  string       `json:"path"`
+	Device                *Device      `json:"device"`
+	Source                jsonSource   `json:"source"`
+	IODepth               int          `json:"iodepth"`
+	RuntimePerCellSeconds float64      `json:"runtime_per_cell_seconds"`
+	AdvertisedSeconds     float64      `json:"advertised_seconds"`
+	DurationSeconds       float64      `json:"duration_seconds"`
+	Cells                 []jsonCell   `json:"cells"`
+	Ceiling               *jsonCeiling `json:"ceiling"`
+}
+
+// jsonCeiling is a recognised IOPS ceiling; null when none is shown.
+type jsonCeiling struct {
+	IOPS              float64 `json:"iops"`
+	FromIODepth       int     `json:"from_iodepth"`
+	MinBlockSizeBytes int     `json:"min_block_size_bytes"`
+	MaxBlockSizeBytes int     `json:"max_block_size_bytes"`
+}
+
+func (c *Ceiling) json() *jsonCeiling {
+	if c == nil {
+		return nil
+	}
+	return &jsonCeiling{IOPS: c.IOPS, FromIODepth: c.FromQD, MinBlockSizeBytes: c.MinBlock, MaxBlockSizeBytes: c.MaxBlock}
 }
 
 // WriteJSON writes the sweep as one JSON object and a newline.
@@ -154,6 +182,7 @@ func (rep *SweepReport) WriteJSON(w io.Writer) error {
 		out.Cells = append(out.Cells, jsonCell{BlockSizeBytes: c.BlockSize, Pattern: c.Pattern, IODepth: c.Depth, Ops: c.Ops,
 			DurationSeconds: c.Elapsed.Seconds(), IOPS: c.IOPS, BytesPerSecond: c.BytesPerSecond, P50Seconds: c.P50.Seconds(), P99Seconds: c.P99.Seconds()})
 	}
+	out.Ceiling = rep.Ceiling.json()
 	return writeJSON(w, out)
 }
 
@@ -166,16 +195,27 @@ type jsonDirection struct {
 }
 
 type jsonRandRW struct {
-	Profile         string        `json:"profile"`
-	Path            string        `json:"path"`
-	Device          *Device       `json:"device"`
-	Source          jsonSource    `json:"source"`
-	BlockSizeBytes  int           `json:"block_size_bytes"`
-	IODepth         int           `json:"iodepth"`
-	RWMixRead       int           `json:"rwmixread"`
-	DurationSeconds float64       `json:"duration_seconds"`
-	Read            jsonDirection `json:"read"`
-	Write           jsonDirection `json:"write"`
+	Profile         string         `json:"profile"`
+	Path            string         `json:"path"`
+	Device          *Device        `json:"device"`
+	Source          jsonSource     `json:"source"`
+	BlockSizeBytes  int            `json:"block_size_bytes"`
+	IODepth         int            `json:"iodepth"`
+	RWMixRead       int            `json:"rwmixread"`
+	DurationSeconds float64        `json:"duration_seconds"`
+	Read            jsonDirection  `json:"read"`
+	Write           jsonDirection  `json:"write"`
+	Reference       *jsonReference `json:"reference"`
+	QueueGain       *float64       `json:"queue_gain"`
+	Flat            bool           `json:"flat"`
+}
+
+// jsonReference is randrw's run at queue depth 1; null at --iodepth=1.
+type jsonReference struct {
+	IODepth         int     `json:"iodepth"`
+	Ops             int     `json:"ops"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	IOPS            float64 `json:"iops"`
 }
 
 // WriteJSON writes the job as one JSON object and a newline.
@@ -183,9 +223,16 @@ func (rep *RandRWReport) WriteJSON(w io.Writer) error {
 	dir := func(d Direction) jsonDirection {
 		return jsonDirection{Ops: d.Ops, Bytes: d.Bytes, IOPS: d.IOPS, BytesPerSecond: d.BytesPerSecond, LatencySeconds: d.Latency}
 	}
-	return writeJSON(w, jsonRandRW{Profile: ProfileRandRW, Path: rep.Path, Device: rep.Device, Source: jsonSource(rep.Source),
+	out := jsonRandRW{Profile: ProfileRandRW, Path: rep.Path, Device: rep.Device, Source: jsonSource(rep.Source),
 		BlockSizeBytes: rep.BlockSize, IODepth: rep.Depth, RWMixRead: rep.ReadMix, DurationSeconds: rep.Elapsed.Seconds(),
-		Read: dir(rep.Read), Write: dir(rep.Write)})
+		Read: dir(rep.Read), Write: dir(rep.Write), Flat: rep.Flat}
+	if ref := rep.Reference; ref != nil {
+		out.Reference = &jsonReference{IODepth: 1, Ops: ref.Ops, DurationSeconds: ref.Elapsed.Seconds(), IOPS: ref.IOPS}
+	}
+	if rep.Gain > 0 {
+		out.QueueGain = &rep.Gain
+	}
+	return writeJSON(w, out)
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -201,9 +248,12 @@ var (
 		{"profile"}, {"source", "kind"}, {"source", "bytes"}, {"iodepth"}, {"runtime_per_cell_seconds"}, {"advertised_seconds"}, {"duration_seconds"},
 		{"cells", "block_size_bytes"}, {"cells", "pattern"}, {"cells", "iodepth"}, {"cells", "ops"}, {"cells", "duration_seconds"},
 		{"cells", "iops"}, {"cells", "bytes_per_second"}, {"cells", "p50_seconds"}, {"cells", "p99_seconds"},
+		{"ceiling"}, {"ceiling", "iops"}, {"ceiling", "from_iodepth"}, {"ceiling", "min_block_size_bytes"}, {"ceiling", "max_block_size_bytes"},
 	})
 	DocumentedRandRWJSONFields = func() [][]string {
-		f := withDevice([][]string{{"profile"}, {"source", "kind"}, {"source", "bytes"}, {"block_size_bytes"}, {"iodepth"}, {"rwmixread"}, {"duration_seconds"}})
+		f := withDevice([][]string{{"profile"}, {"source", "kind"}, {"source", "bytes"}, {"block_size_bytes"}, {"iodepth"}, {"rwmixread"}, {"duration_seconds"},
+			{"reference"}, {"reference", "iodepth"}, {"reference", "ops"}, {"reference", "duration_seconds"}, {"reference", "iops"},
+			{"queue_gain"}, {"flat"}})
 		for _, side := range []string{"read", "write"} {
 			for _, k := range []string{"ops", "bytes", "iops", "bytes_per_second"} {
 				f = append(f, []string{side, k})

@@ -63,6 +63,7 @@ type Cell struct {
 	IOPS           float64
 	BytesPerSecond float64
 	P50, P99       time.Duration
+	Submitting     time.Duration // inside io_submit: see probe.QueueResult
 }
 
 // SweepReport is what a sweep measured.
@@ -75,6 +76,7 @@ type SweepReport struct {
 	Advertised time.Duration // cells × runtime, said before the first read
 	Elapsed    time.Duration // the cells' wall time, the read file's preparation apart
 	Cells      []Cell
+	Ceiling    *Ceiling // nil: no ceiling shown (see ceiling)
 }
 
 // Source is what the read jobs read.
@@ -199,6 +201,7 @@ func (rep *SweepReport) run(ctx context.Context, src *probe.ReadSource, cells []
 			return fmt.Errorf("%s %s reads at queue depth %d: %w", bytesize.Exact(int64(c.BlockSize)), c.Pattern, c.Depth, err)
 		}
 		c.fill(res.Read, res.Elapsed)
+		c.Submitting = res.Submitting
 		done.Add(1)
 	}
 	for _, c := range cells {
@@ -207,6 +210,7 @@ func (rep *SweepReport) run(ctx context.Context, src *probe.ReadSource, cells []
 		}
 	}
 	rep.Elapsed = time.Since(start)
+	rep.Ceiling = rep.ceiling()
 	current.Store(nil)
 	stop(true)
 	return nil

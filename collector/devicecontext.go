@@ -56,20 +56,32 @@ func (ds *disks) get(key string) *disk {
 	return d
 }
 
-// unitStarts closes the gap that ends now: its I/O was others'.
-func (d *disk) unitStarts(paths device.Paths, name string, now time.Time) {
+// unitStarts closes the gap that ends now: its I/O was others'. It returns the counters
+// of the device name read now (ok false when they could not be read), for the device's
+// ceiling, which counts everyone's I/O.
+func (d *disk) unitStarts(paths device.Paths, name string, now time.Time) (stats device.Stats, ok bool) {
 	d.names[name] = true
-	if d.ended.IsZero() {
-		return
+	if !d.ended.IsZero() {
+		d.idle += now.Sub(d.ended)
 	}
-	d.idle += now.Sub(d.ended)
 	for n, end := range d.atEnd {
 		s, err := paths.ReadStats(n)
-		if err != nil || !s.After(end) {
-			continue // gone or re-created (a loop device re-attached): no figure for this gap
+		if err != nil {
+			continue
+		}
+		if n == name {
+			stats, ok = s, true
+		}
+		if !s.After(end) {
+			continue // re-created (a loop device re-attached): no figure for this gap
 		}
 		d.others[n] = d.others[n].Add(s.Sub(end))
 	}
+	if !ok { // the first unit on the disk, or the device is new to it
+		s, err := paths.ReadStats(name)
+		stats, ok = s, err == nil
+	}
+	return stats, ok
 }
 
 // unitEnded opens a gap at now.

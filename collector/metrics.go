@@ -42,10 +42,18 @@ type Metrics struct {
 	busy, otherIOPS *prometheus.GaugeVec
 	targetInfo      *prometheus.GaugeVec
 
+	// The device's ceiling (ceiling.Recogniser) and the volume's stated limits and burst
+	// credit (ceiling.Credit), per target.
+	ceilingIOPS, ceilingBytes, ceilingSince, atCeiling *prometheus.GaugeVec
+	volumeLimitIOPS, volumeLimitBytes, volumeInfo      *prometheus.GaugeVec
+	burstBalance, burstEmpty                           *prometheus.GaugeVec
+
 	reloadTimestamp prometheus.Gauge
 	reloadOK        prometheus.Gauge
 
 	inflight *inflightCollector
+	ebs      *ebsCollector
+	vantage  *vantageCollector
 
 	all []prometheus.Collector // everything above, plus the build info
 }
@@ -73,7 +81,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_errors_total",
 			Help: "Probe rounds that failed, and operations found stuck in the kernel past limits.timeout."}, tp),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_skipped_total",
-			Help: "Probe rounds not run, by reason: inflight (previous round still running, e.g. I/O stuck in the kernel), preparing (the probe's file still being written: the read probe file, the commit probe's database file), low_free_space (under limits.min_free)."}, []string{"target", "probe", "reason"}),
+			Help: "Probe rounds not run, by reason: inflight (previous round still running, e.g. I/O stuck in the kernel), preparing (the probe's file still being written: the read probe file, the commit probe's database file), low_free_space (under limits.min_free), no_vantage (the target's vantage process could not be joined)."}, []string{"target", "probe", "reason"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_last_success_timestamp_seconds",
 			Help: "Unix time the probe last completed a round without error."}, tp),
 		ioOps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_io_operations_total",
@@ -86,6 +94,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Share of time the target's device had I/O in flight (/proc/diskstats io_ticks), measured in the gaps between the prober's I/O on the disk (of all its targets, at least 1 s of them), so that the prober's own I/O is left out."}, []string{"target"}),
 		otherIOPS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "device_other_iops",
 			Help: "I/O operations per second completed on the target's device by others, measured in the gaps between the prober's I/O on the disk (of all its targets, at least 1 s of them)."}, []string{"target"}),
+		ceilingIOPS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "device_ceiling_iops",
+			Help: "I/O operations per second the target's whole device (everyone's I/O, /proc/diskstats) was recognised held at: flat for minutes while work waited, and never exceeded. Absent until recognised, and again once the device completes more than 1.1 times it."}, []string{"target", "direction"}),
+		ceilingBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "device_ceiling_bytes_per_second",
+			Help: "Bytes per second the target's whole device was recognised held at, as diskprobe_device_ceiling_iops."}, []string{"target", "direction"}),
+		ceilingSince: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "device_ceiling_since_timestamp_seconds",
+			Help: "Unix time the present ceiling of the target's device was first recognised."}, []string{"target"}),
+		atCeiling: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "device_at_ceiling",
+			Help: "1 while the target's device sits at its recognised ceiling with work waiting (the cap binds now), else 0."}, []string{"target"}),
+		volumeLimitIOPS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "volume_limit_iops",
+			Help: "IOPS the target's volume was sold with (its volume block), by tier: baseline, and burst where it has a bucket."}, []string{"target", "tier"}),
+		volumeLimitBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "volume_limit_bytes_per_second",
+			Help: "Throughput the target's volume was sold with (its volume block), by tier: baseline, and burst where it has a bucket."}, []string{"target", "tier"}),
+		volumeInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "volume_info",
+			Help: "Always 1: the type of the target's volume as its volume block names it (custom for plain limits)."}, []string{"target", "type"}),
+		burstBalance: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "volume_burst_balance_ratio",
+			Help: "Estimated share of the volume's burst bucket left, 0 to 1: full at start, the device's completed I/O spent and the baseline earned (docs/volumes.md), emptied when the device is seen held at its baseline."}, []string{"target"}),
+		burstEmpty: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "volume_burst_empty_seconds",
+			Help: "Seconds until the volume's burst bucket is empty at the device's present rate; +Inf when it is not draining."}, []string{"target"}),
 		targetInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_info",
 			Help: "Always 1: what each target is and which device holds it."}, []string{"target", "path", "kind", "device", "model", "serial", "rotational"}),
 		reloadTimestamp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "config_last_reload_success_timestamp_seconds",
@@ -93,13 +119,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "config_last_reload_successful",
 			Help: "1 if the last configuration load succeeded, 0 if it failed and the previous configuration is still running."}),
 		inflight: newInflightCollector(),
+		ebs:      newEBSCollector(),
+		vantage:  newVantageCollector(),
 	}
 	m.all = []prometheus.Collector{
 		m.seqBytes, m.seqDuration, m.seqThroughput,
 		m.runs, m.errors, m.skipped, m.lastSuccess, m.ioOps, m.ioBytes, m.cpuWait,
 		m.busy, m.otherIOPS, m.targetInfo,
+		m.ceilingIOPS, m.ceilingBytes, m.ceilingSince, m.atCeiling,
+		m.volumeLimitIOPS, m.volumeLimitBytes, m.volumeInfo, m.burstBalance, m.burstEmpty,
 		m.reloadTimestamp, m.reloadOK,
-		m.inflight,
+		m.inflight, m.ebs, m.vantage,
 		versioncollector.NewCollector("diskprobe_exporter"),
 	}
 	m.newKindMetrics()

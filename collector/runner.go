@@ -46,6 +46,9 @@ type runner struct {
 	cancel      context.CancelFunc
 	// Closed by the schedule loop and by the worker as they end.
 	scheduleDone, workerDone chan struct{}
+	// vantage is the target's vantage, nil without one: set by newRunner; then the
+	// worker calls its methods and scrapes read its state.
+	vantage *vantageRun
 
 	status status       // written by the worker, read by scrapes and /-/ready
 	loop   scheduleLoop // the schedule loop goroutine's
@@ -128,7 +131,9 @@ func newRunner(sh *shared, file string, pt planned, predecessor *runner) *runner
 		ctx: ctx, cancel: cancel, scheduleDone: make(chan struct{}), workerDone: make(chan struct{})}
 	r.status.current.Store(-1)
 	r.loop = scheduleLoop{r: r}
-	r.worker = worker{r: r, target: t, probers: make([]probe.Prober, len(names)), lastErr: make([]string, len(names))}
+	r.vantage = newVantageRun(t.Vantage, sh.paths, r.logger)
+	r.worker = worker{r: r, target: t, probers: make([]probe.Prober, len(names)), lastErr: make([]string, len(names)),
+		ceiling: newDeviceCeiling(sh.metrics, t)}
 	budget := NewBudget(t.Limits, largestBlock(&t))
 	now := sh.clock.Now()
 	m := sh.metrics

@@ -19,6 +19,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/ebsnvme"
 	"github.com/diskprobe/diskprobe_exporter/inspect"
 	"github.com/diskprobe/diskprobe_exporter/probe"
 )
@@ -31,6 +32,8 @@ type Scheduler struct {
 	mu      sync.Mutex // Apply, Plan and Stop hold it, for runners and stopped
 	runners map[string]*runner
 	stopped bool // by Stop, for good: Apply starts nothing after it
+
+	ebs *ebsVolumes // reads the EBS volumes' own statistics (ebs.go)
 
 	// snapshot is the runners for scrapes, which must never wait on mu: Stop holds it
 	// while it waits for I/O workers.
@@ -69,6 +72,11 @@ func NewScheduler(m *Metrics, paths device.Paths, clock Clock, logger *slog.Logg
 	s := &Scheduler{runners: map[string]*runner{},
 		shared: shared{metrics: m, paths: paths, clock: clock, logger: logger, inspector: inspect.NewInspector(paths), diskFor: ds.get}}
 	m.inflight.scheduler = s
+	s.ebs = newEBSVolumes(paths, s.ebsTargets, ebsnvme.Read, logger)
+	m.ebs.volumes = s.ebs
+	s.ebs.start()
+	m.vantage.scheduler, m.vantage.procfs = s, paths.ProcFS
+	checkHostPressure(paths.ProcFS, logger)
 	if err := probe.CheckCPUWait(); err != nil {
 		logger.Warn("diskprobe_probe_cpu_wait_seconds_total is not exported: this kernel does not report how long a thread waits for a CPU (schedstat run_delay), so host CPU starvation cannot be told apart from a slow disk", "err", err)
 	}
@@ -185,6 +193,7 @@ func (s *Scheduler) Stop(timeout time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopped = true
+	s.ebs.stop()
 	rs := make([]*runner, 0, len(s.runners))
 	for name, r := range s.runners {
 		rs = append(rs, r)

@@ -36,6 +36,7 @@ type worker struct {
 	logged      map[string]float64 // by probe file: the preparation's progress last logged
 	noticed     map[string]bool    // notices from the probes, logged once each
 	contextMark contextMark        // where device context was last published
+	ceiling     deviceCeiling      // the device's ceiling and the volume's burst credit
 }
 
 func (w *worker) run() {
@@ -73,6 +74,7 @@ func (w *worker) close() {
 		}
 	}
 	w.reads.close()
+	w.r.vantage.close()
 }
 
 // round runs one round of a probe: a scheduled one, or a step of its file's preparation
@@ -108,7 +110,7 @@ func (w *worker) round(pr *probeRun, scheduled bool) {
 			w.fail(pr, err)
 			return
 		}
-		w.probers[pr.index] = p
+		w.probers[pr.index] = r.vantage.wrap(p)
 	}
 	var (
 		res probe.Result
@@ -122,6 +124,9 @@ func (w *worker) round(pr *probeRun, scheduled bool) {
 	switch {
 	case errors.Is(err, probe.ErrNotPrepared):
 		w.prepared(pr, scheduled)
+	case errors.Is(err, errNoVantage): // logged by the vantage, once per change
+		pr.skip(SkipNoVantage)
+		pr.ended(nil)
 	case errors.Is(err, probe.ErrLowFreeSpace):
 		pr.skip(SkipLowFreeSpace)
 		w.noteError(pr, err, slog.LevelWarn)
@@ -221,7 +226,10 @@ func (w *worker) withDevice(pr *probeRun, fn func()) bool {
 	}
 	defer func() { <-w.disk.lock }()
 	if w.devOK {
-		w.disk.unitStarts(r.paths, w.dev.Name, r.clock.Now())
+		now := r.clock.Now()
+		if s, ok := w.disk.unitStarts(r.paths, w.dev.Name, now); ok {
+			w.observeDevice(now, s)
+		}
 		w.publishDeviceContext()
 	}
 	r.status.current.Store(pr.index)
@@ -254,6 +262,7 @@ func (w *worker) publishDeviceContext() {
 // publish: where the kernel does not report it the series stays absent rather than 0,
 // and a retired runner cannot bring it back.
 func (w *worker) account(pr *probeRun, res probe.Result) {
+	w.ceiling.own(res)
 	if res.Ops > 0 {
 		pr.ioOps.Add(float64(res.Ops))
 		pr.ioBytes.Add(float64(res.Bytes))

@@ -50,6 +50,10 @@ type Target struct {
 	// target type's defaults when the file names none.
 	Probe  map[string]*ProbeConfig
 	Limits Limits
+	// Vantage, when set, has the target's probes run inside another process's cgroup and
+	// I/O class (vantage.go); nil: the exporter's own.
+	Vantage *Vantage
+	Volume  *Volume // what the target's volume was sold as; nil when the file does not say
 }
 
 // Limits are the hard caps on what the prober may cost a target.
@@ -144,6 +148,12 @@ func (c *Config) Summary() string {
 		s += fmt.Sprintf("%s (%s %s: %v", t.Name, t.Type, t.Path, t.ProbeNames())
 		if t.ProbeDir != "" {
 			s += ", probe files in " + t.ProbeDir
+		}
+		if t.Vantage != nil {
+			s += ", as " + t.Vantage.What() + " sees it"
+		}
+		if t.Volume != nil {
+			s += ", volume " + t.Volume.String()
 		}
 		s += ")"
 	}

@@ -122,6 +122,7 @@ func ParseIn(data []byte, file, dir string) (*Config, error) {
 			parsed, ok = append(parsed, t), append(ok, good)
 		}
 		p.checkUnique(parsed)
+		p.checkOutside(parsed)
 		for i, t := range parsed {
 			if ok[i] {
 				cfg.Targets = append(cfg.Targets, t)
@@ -226,6 +227,10 @@ func (p *parser) target(n *yaml.Node, index int, baseDir string) (Target, bool) 
 			t.ProbeDir = p.str(val, f)
 		case "limits":
 			p.limits(val, f, &t.Limits)
+		case "vantage":
+			t.Vantage = p.vantage(val, f, baseDir)
+		case "volume":
+			t.Volume = p.volume(val, f)
 		default:
 			k := LookupProbe(key)
 			if k == nil {
@@ -494,10 +499,10 @@ func (p *parser) checkUnique(targets []Target) {
 			}
 		}
 		if t.Path != "" {
-			if other, dup := paths[t.Path]; dup {
+			if other, dup := paths[pathKey(&t)]; dup {
 				p.errs = append(p.errs, t.FieldError(p.file, "path", "%s is already probed by target %q", t.Path, other))
 			} else {
-				paths[t.Path] = t.Name
+				paths[pathKey(&t)] = t.Name
 			}
 		}
 	}
@@ -516,7 +521,7 @@ func (p *parser) checkUnique(targets []Target) {
 			roots[root] = t
 			continue
 		}
-		if t.ProbeDir == "" && other.ProbeDir == "" && t.Path == other.Path {
+		if t.ProbeDir == "" && other.ProbeDir == "" && pathKey(t) == pathKey(other) {
 			continue // the same path, refused above
 		}
 		field := "path"

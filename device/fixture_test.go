@@ -245,7 +245,9 @@ func TestReadStatsParsesDiskstatsLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Stats{ReadIOs: 37766, WriteIOs: 10556, DiscardIOs: 4541, FlushIOs: 1580,
-		ReadSectors: 1971242, WriteSectors: 2264280, IOTicks: 5112 * time.Millisecond}
+		ReadSectors: 1971242, WriteSectors: 2264280, IOTicks: 5112 * time.Millisecond,
+		ReadTime: 9352 * time.Millisecond, WriteTime: 4175 * time.Millisecond, DiscardTime: 291 * time.Millisecond,
+		FlushTime: 64 * time.Millisecond, QueueTime: 13884 * time.Millisecond}
 	if got != want {
 		t.Errorf("nvme0n1p2:\n got %+v\nwant %+v", got, want)
 	}
@@ -253,7 +255,9 @@ func TestReadStatsParsesDiskstatsLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = Stats{ReadIOs: 1000, WriteIOs: 2000, DiscardIOs: 30, ReadSectors: 80000, WriteSectors: 160000, IOTicks: 1234 * time.Millisecond}
+	want = Stats{ReadIOs: 1000, WriteIOs: 2000, DiscardIOs: 30, ReadSectors: 80000, WriteSectors: 160000, IOTicks: 1234 * time.Millisecond,
+		ReadTime: 500 * time.Millisecond, WriteTime: 900 * time.Millisecond, DiscardTime: 5 * time.Millisecond,
+		QueueTime: 1400 * time.Millisecond}
 	if got != want {
 		t.Errorf("sda:\n got %+v\nwant %+v", got, want)
 	}

@@ -15,6 +15,13 @@ type Stats struct {
 	ReadIOs, WriteIOs, DiscardIOs, FlushIOs uint64        // completed
 	ReadSectors, WriteSectors               uint64        // always 512-byte units, whatever the block size
 	IOTicks                                 time.Duration // time the device had I/O in flight (field 10)
+	// ReadTime, WriteTime, DiscardTime and FlushTime are the time requests of each kind
+	// spent from issue to completion, summed over requests (fields 4, 8, 15 and 17): over a
+	// window, divided by the requests of the kind, the device's own time per request.
+	// QueueTime is field 11, the same sum over all kinds counted while it accrues: over a
+	// window, divided by its length, the average number in flight. None counts the time a
+	// bio waited above the device (a blkio throttle holds it there).
+	ReadTime, WriteTime, DiscardTime, FlushTime, QueueTime time.Duration
 }
 
 // ReadStats reads the current counters of the named device (Info.Name) from <procfs>/diskstats.
@@ -40,6 +47,11 @@ func (p Paths) ReadStats(name string) (Stats, error) {
 			ReadSectors:  d.ReadSectors,
 			WriteSectors: d.WriteSectors,
 			IOTicks:      time.Duration(d.IOsTotalTicks) * time.Millisecond,
+			ReadTime:     time.Duration(d.ReadTicks) * time.Millisecond,
+			WriteTime:    time.Duration(d.WriteTicks) * time.Millisecond,
+			DiscardTime:  time.Duration(d.DiscardTicks) * time.Millisecond,
+			FlushTime:    time.Duration(d.TimeSpentFlushing) * time.Millisecond,
+			QueueTime:    time.Duration(d.WeightedIOTicks) * time.Millisecond,
 		}, nil
 	}
 	return Stats{}, fmt.Errorf("device %q not found in %s", name, filepath.Join(p.procFS(), "diskstats"))
@@ -51,7 +63,10 @@ func (s Stats) Sub(earlier Stats) Stats {
 		ReadIOs: s.ReadIOs - earlier.ReadIOs, WriteIOs: s.WriteIOs - earlier.WriteIOs,
 		DiscardIOs: s.DiscardIOs - earlier.DiscardIOs, FlushIOs: s.FlushIOs - earlier.FlushIOs,
 		ReadSectors: s.ReadSectors - earlier.ReadSectors, WriteSectors: s.WriteSectors - earlier.WriteSectors,
-		IOTicks: s.IOTicks - earlier.IOTicks,
+		IOTicks:  s.IOTicks - earlier.IOTicks,
+		ReadTime: s.ReadTime - earlier.ReadTime, WriteTime: s.WriteTime - earlier.WriteTime,
+		DiscardTime: s.DiscardTime - earlier.DiscardTime, FlushTime: s.FlushTime - earlier.FlushTime,
+		QueueTime: s.QueueTime - earlier.QueueTime,
 	}
 }
 
@@ -61,7 +76,10 @@ func (s Stats) Add(o Stats) Stats {
 		ReadIOs: s.ReadIOs + o.ReadIOs, WriteIOs: s.WriteIOs + o.WriteIOs,
 		DiscardIOs: s.DiscardIOs + o.DiscardIOs, FlushIOs: s.FlushIOs + o.FlushIOs,
 		ReadSectors: s.ReadSectors + o.ReadSectors, WriteSectors: s.WriteSectors + o.WriteSectors,
-		IOTicks: s.IOTicks + o.IOTicks,
+		IOTicks:  s.IOTicks + o.IOTicks,
+		ReadTime: s.ReadTime + o.ReadTime, WriteTime: s.WriteTime + o.WriteTime,
+		DiscardTime: s.DiscardTime + o.DiscardTime, FlushTime: s.FlushTime + o.FlushTime,
+		QueueTime: s.QueueTime + o.QueueTime,
 	}
 }
 
@@ -70,5 +88,6 @@ func (s Stats) Add(o Stats) Stats {
 func (s Stats) After(earlier Stats) bool {
 	return s.ReadIOs >= earlier.ReadIOs && s.WriteIOs >= earlier.WriteIOs && s.DiscardIOs >= earlier.DiscardIOs &&
 		s.FlushIOs >= earlier.FlushIOs && s.ReadSectors >= earlier.ReadSectors && s.WriteSectors >= earlier.WriteSectors &&
-		s.IOTicks >= earlier.IOTicks
+		s.IOTicks >= earlier.IOTicks && s.ReadTime >= earlier.ReadTime && s.WriteTime >= earlier.WriteTime &&
+		s.DiscardTime >= earlier.DiscardTime && s.FlushTime >= earlier.FlushTime && s.QueueTime >= earlier.QueueTime
 }

@@ -38,6 +38,10 @@ type QueueResult struct {
 	Read, Write DirectionResult
 	Elapsed     time.Duration // from the first I/O's start to the last one's end
 	Mechanism   string        // MechanismAIO, or MechanismThreads where io_setup is refused
+	// Submitting is the time spent inside io_submit (AIO only). Near Elapsed, the
+	// filesystem served each I/O before io_submit returned (FUSE without async direct
+	// I/O): the queue held one I/O at a time, whatever the depth.
+	Submitting time.Duration
 }
 
 // sharedBufferAbove is the memory in flight above which the workers of a job share one
@@ -218,7 +222,9 @@ func (q *queueRun) runAIO(ctx context.Context, a *aio, res *QueueResult) error {
 			fd = q.wfd
 		}
 		starts[slot] = time.Now()
-		if err := a.submit(writes[slot], fd, q.bufs[slot], offs[slot], uint64(slot)); err != nil {
+		err := a.submit(writes[slot], fd, q.bufs[slot], offs[slot], uint64(slot))
+		res.Submitting += time.Since(starts[slot])
+		if err != nil {
 			firstErr = cmpOr(firstErr, err)
 			q.stop.Store(true)
 			return

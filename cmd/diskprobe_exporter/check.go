@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/diskprobe/diskprobe_exporter/check"
 	"github.com/diskprobe/diskprobe_exporter/config"
 	"github.com/diskprobe/diskprobe_exporter/device"
+	"github.com/diskprobe/diskprobe_exporter/vantage"
 )
 
 // checkCommand is `diskprobe_exporter check PATH`.
@@ -35,6 +37,7 @@ type checkCommand struct {
 	threshold *time.Duration
 	json      *bool
 	progress  *bool
+	vantage   *string
 
 	// etcd under load
 	load          *bool
@@ -49,6 +52,7 @@ type checkCommand struct {
 	bs        *string
 	rwmixread *int
 	fileSize  *string
+	interval  *time.Duration
 
 	// which flags the user gave, to refuse those of another profile by name
 	set map[string]*bool
@@ -67,14 +71,15 @@ func addCheckCommand(app *kingpin.Application) *checkCommand {
 		"--profile=etcd (default): etcd's fio recipe and its backend commit, each with a PASS/FAIL verdict against etcd's targets (fdatasync p99 under 10ms, commit p99 under 25ms). "+
 		"--profile=sweep: O_DIRECT reads of every power-of-two block size from the logical block size to 64MiB, random and sequential, at queue depth 1 and --iodepth, IO/s, MB/s, p50 and p99 per cell. "+
 		"--profile=randrw: random mixed reads and writes at --bs, --iodepth and --rwmixread, in a file of its own (a block device is only read, with --rwmixread=100). "+
+		"--profile=first-write: a cloud volume's warm-up: writes into a new file of its own, first writes of never-written blocks against rewrites, IOPS every --interval until stable or --runtime, and whether the volume is still warming up. "+
 		"Every profile removes its files on every exit, Ctrl-C included, and never writes to a block device. "+
-		"Exit status: 0 PASS, or measured without a verdict (sweep, randrw, etcd without fsync and commit), 1 FAIL (etcd: either verdict), 2 error.")
+		"Exit status: 0 PASS, or measured without a verdict (sweep, randrw, first-write, etcd without fsync and commit), 1 FAIL (etcd: either verdict), 2 error.")
 	c := &checkCommand{name: cmd.FullCommand(), set: map[string]*bool{}}
 	flag := func(name, help string) *kingpin.FlagClause {
 		c.set[name] = new(bool)
 		return cmd.Flag(name, help).IsSetByUser(c.set[name])
 	}
-	c.profile = cmd.Flag("profile", "What to measure: etcd, sweep or randrw.").Default(check.ProfileEtcd).String()
+	c.profile = cmd.Flag("profile", "What to measure: etcd, sweep, randrw or first-write.").Default(check.ProfileEtcd).String()
 	c.path = cmd.Arg("path", "Directory (or block device, only ever read) to measure.").Required().String()
 	c.probeDir = cmd.Flag("probe-dir", "Write the check's files in this directory instead of PATH, which is then only stat'ed (it must be on PATH's filesystem): measure etcd's disk without writing inside /var/lib/etcd.").String()
 	c.probes = flag("probes", "etcd profile: comma-separated probes to run: fsync, commit, randread, seqread. Default: fsync and commit on a directory, randread on a block device.").String()
@@ -89,10 +94,12 @@ func addCheckCommand(app *kingpin.Application) *checkCommand {
 	c.loadBandwidth = flag("load-bandwidth", "etcd profile, with --load: bytes per second of sequential O_DIRECT writes in 1MiB blocks (0: none).").Default(config.FormatSize(check.DefaultLoadBandwidth)).String()
 	c.loadBlockSize = flag("load-block-size", "etcd profile, with --load: bytes per read and per write of the random load.").Default(config.FormatSize(check.DefaultLoadBlockSize)).String()
 	c.iodepth = flag("iodepth", "sweep, randrw: I/Os kept in flight (fio --iodepth); the sweep measures depth 1 and this one.").Default(fmt.Sprint(check.DefaultIODepth)).Int()
-	c.runtime = flag("runtime", fmt.Sprintf("sweep: time per cell (default %s; a full sweep advertises its total before it starts); randrw: time of the job (default %s).", check.DefaultCellRuntime, check.DefaultRandRWRuntime)).Duration()
-	c.bs = flag("bs", "randrw: bytes per I/O (fio --bs).").Default(config.FormatSize(check.DefaultRandRWBlock)).String()
+	c.runtime = flag("runtime", fmt.Sprintf("sweep: time per cell (default %s; a full sweep advertises its total before it starts); randrw: time of the job (default %s); first-write: the most it writes (default %s; it stops earlier once stable).", check.DefaultCellRuntime, check.DefaultRandRWRuntime, check.DefaultFirstWriteRuntime)).Duration()
+	c.bs = flag("bs", fmt.Sprintf("randrw: bytes per I/O (fio --bs; default %s); first-write: bytes per write (default %s).", config.FormatSize(check.DefaultRandRWBlock), config.FormatSize(check.DefaultFirstWriteBlock))).String()
 	c.rwmixread = flag("rwmixread", "randrw: percentage of reads (fio --rwmixread); 100 on a block device, which is never written.").Default(fmt.Sprint(check.DefaultRWMixRead)).Int()
-	c.fileSize = flag("file-size", "sweep, randrw on a directory: size of the file of their own, written in full before the first I/O (fio --size).").Default(config.FormatSize(check.DefaultJobFileSize)).String()
+	c.fileSize = flag("file-size", fmt.Sprintf("sweep, randrw on a directory: size of the file of their own, written in full before the first I/O (fio --size; default %s); first-write: size of the new file it writes (default %s).", config.FormatSize(check.DefaultJobFileSize), config.FormatSize(check.DefaultFirstWriteFileSize))).String()
+	c.interval = flag("interval", "first-write: how often the IOPS are reported and checked for stability.").Default(check.DefaultFirstWriteInterval.String()).Duration()
+	c.vantage = flag("vantage", "etcd profile: run the check twice, from the exporter's own cgroup and I/O class and from inside those of this process (a PID, or a name as /proc/PID/comm gives it: one process must have it), on a thread that joins its blkio cgroup (cgroup v1) and takes its I/O priority, as a target's vantage block does; print both and what the difference says. Needs root.").PlaceHolder("PID|NAME").String()
 	c.json = cmd.Flag("json", "Print one JSON object on stdout instead of the summary.").Bool()
 	c.progress = cmd.Flag("progress", "Show progress on stderr (a bar on a terminal, a line every 5s otherwise).").Default("true").Bool()
 	return c
@@ -100,9 +107,10 @@ func addCheckCommand(app *kingpin.Application) *checkCommand {
 
 // profileFlags are the flags each profile reads; giving another profile's is an error.
 var profileFlags = map[string][]string{
-	check.ProfileEtcd:   {"probes", "size", "block-size", "duration", "threshold", "commits", "load", "load-read-iops", "load-write-iops", "load-bandwidth", "load-block-size"},
-	check.ProfileSweep:  {"iodepth", "runtime", "file-size"},
-	check.ProfileRandRW: {"iodepth", "runtime", "bs", "rwmixread", "file-size"},
+	check.ProfileEtcd:       {"probes", "size", "block-size", "duration", "threshold", "commits", "load", "load-read-iops", "load-write-iops", "load-bandwidth", "load-block-size", "vantage"},
+	check.ProfileSweep:      {"iodepth", "runtime", "file-size"},
+	check.ProfileRandRW:     {"iodepth", "runtime", "bs", "rwmixread", "file-size"},
+	check.ProfileFirstWrite: {"runtime", "bs", "file-size", "interval"},
 }
 
 // report is what every profile prints.
@@ -244,9 +252,28 @@ func scratchGlob(opts check.Options) string {
 
 // profileRun is the run of the chosen profile, its flags parsed.
 func (c *checkCommand) profileRun(etcd check.Options) (func(context.Context) (report, error), error) {
-	fileSize, err := config.ParseSize(*c.fileSize)
+	// --file-size, --bs and --runtime default by profile.
+	size := func(name string, v *string, def int64) (int64, error) {
+		if !*c.set[name] {
+			return def, nil
+		}
+		n, err := config.ParseSize(*v)
+		if err != nil {
+			return 0, fmt.Errorf("--%s: %w", name, err)
+		}
+		return n, nil
+	}
+	fileSizeDefault, bsDefault := int64(check.DefaultJobFileSize), int64(check.DefaultRandRWBlock)
+	if *c.profile == check.ProfileFirstWrite {
+		fileSizeDefault, bsDefault = check.DefaultFirstWriteFileSize, check.DefaultFirstWriteBlock
+	}
+	fileSize, err := size("file-size", c.fileSize, fileSizeDefault)
 	if err != nil {
-		return nil, fmt.Errorf("--file-size: %w", err)
+		return nil, err
+	}
+	bs, err := size("bs", c.bs, bsDefault)
+	if err != nil {
+		return nil, err
 	}
 	runtime := func(def time.Duration) time.Duration {
 		if *c.set["runtime"] {
@@ -259,14 +286,21 @@ func (c *checkCommand) profileRun(etcd check.Options) (func(context.Context) (re
 		opts := check.SweepOptions{Path: etcd.Path, ProbeDir: etcd.ProbeDir, Depth: *c.iodepth, Runtime: runtime(check.DefaultCellRuntime),
 			FileSize: fileSize, Paths: etcd.Paths, Progress: etcd.Progress}
 		return func(ctx context.Context) (report, error) { return nilIfError(check.Sweep(ctx, opts)) }, nil
+	case check.ProfileFirstWrite:
+		opts := check.FirstWriteOptions{Path: etcd.Path, ProbeDir: etcd.ProbeDir, BlockSize: int(min(bs, 1<<40)), FileSize: fileSize,
+			Runtime: runtime(check.DefaultFirstWriteRuntime), Interval: *c.interval, Paths: etcd.Paths, Progress: etcd.Progress}
+		return func(ctx context.Context) (report, error) { return nilIfError(check.FirstWrite(ctx, opts)) }, nil
 	case check.ProfileRandRW:
-		bs, err := config.ParseSize(*c.bs)
-		if err != nil {
-			return nil, fmt.Errorf("--bs: %w", err)
-		}
 		opts := check.RandRWOptions{Path: etcd.Path, ProbeDir: etcd.ProbeDir, BlockSize: int(min(bs, 1<<40)), Depth: *c.iodepth, ReadMix: *c.rwmixread,
 			Runtime: runtime(check.DefaultRandRWRuntime), FileSize: fileSize, Paths: etcd.Paths, Progress: etcd.Progress}
 		return func(ctx context.Context) (report, error) { return nilIfError(check.RandRW(ctx, opts)) }, nil
+	}
+	if *c.vantage != "" {
+		spec := vantage.Spec{Process: *c.vantage}
+		if pid, err := strconv.Atoi(*c.vantage); err == nil {
+			spec = vantage.Spec{PID: pid}
+		}
+		return func(ctx context.Context) (report, error) { return nilIfError(check.RunVantage(ctx, etcd, spec)) }, nil
 	}
 	return func(ctx context.Context) (report, error) { return nilIfError(check.Run(ctx, etcd)) }, nil
 }

@@ -37,6 +37,17 @@ type HangFS struct {
 	held   atomic.Int64    // requests blocked right now
 	ever   atomic.Int64    // requests ever blocked
 	faults map[string]*fault
+
+	opts    HangFSOptions
+	touched map[touchedBlock]bool    // blocks written at least once, for FirstWriteDelay
+	firsts  atomic.Int64             // writes delayed as first writes
+	delays  map[string]time.Duration // by op: how long each call waits before it is served
+}
+
+// touchedBlock is a FirstWriteBlock-sized block of a file, by its inode.
+type touchedBlock struct {
+	node  uint64
+	block int64
 }
 
 // fault is an error injected into an operation: the next left calls answer errno.
@@ -51,7 +62,17 @@ type HangFSOptions struct {
 	// Fallocate passes fallocate through. Off by default, as on bindfs, NFS before 4.2 and
 	// most FUSE filesystems: the kernel then answers fallocate(2) with EOPNOTSUPP.
 	Fallocate bool
+	// FirstWriteDelay delays each write that touches a FirstWriteBlock of its file never
+	// written before (once per write, however many such blocks it touches): a cloud volume
+	// that allocates lazily, slow on first writes and fast on rewrites.
+	FirstWriteDelay time.Duration
+	// ReadDelay delays every read: a slow device that is not rate-limited (the server
+	// serves requests side by side).
+	ReadDelay time.Duration
 }
+
+// FirstWriteBlock is the block FirstWriteDelay tracks.
+const FirstWriteBlock = 4096
 
 // FUSE operations HangFS can hold, by the names Hang takes.
 const (
@@ -83,7 +104,7 @@ func MountHangFS(t testing.TB, opts HangFSOptions) *HangFS {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skipf("needs /dev/fuse: %v", err)
 	}
-	h := &HangFS{Backing: t.TempDir(), gate: make(chan struct{})}
+	h := &HangFS{Backing: t.TempDir(), gate: make(chan struct{}), opts: opts, touched: map[touchedBlock]bool{}}
 	h.Dir = filepath.Join(t.TempDir(), "fuse")
 	if err := os.Mkdir(h.Dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -188,6 +209,36 @@ func (h *HangFS) Failed(op string) int {
 	return 0
 }
 
+// FirstWrites is how many writes FirstWriteDelay delayed.
+func (h *HangFS) FirstWrites() int { return int(h.firsts.Load()) }
+
+// firstWrite records the blocks a write touches and says whether any was new.
+func (h *HangFS) firstWrite(node uint64, off int64, n int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fresh := false
+	for b := off / FirstWriteBlock; b*FirstWriteBlock < off+int64(n); b++ {
+		k := touchedBlock{node, b}
+		if !h.touched[k] {
+			h.touched[k], fresh = true, true
+		}
+	}
+	return fresh
+}
+
+// Delay makes every later call of each of ops wait d before it is served (0: none): a
+// slow device behind the mount, not a hung one.
+func (h *HangFS) Delay(d time.Duration, ops ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.delays == nil {
+		h.delays = map[string]time.Duration{}
+	}
+	for _, op := range ops {
+		h.delays[op] = d
+	}
+}
+
 // Held is how many requests are blocked right now.
 func (h *HangFS) Held() int { return int(h.held.Load()) }
 
@@ -214,6 +265,11 @@ func (h *HangFS) gateFor(op string) fuse.Status {
 		// either.
 		<-gate
 		h.held.Add(-1)
+		h.mu.Lock()
+	}
+	if d := h.delays[op]; d > 0 {
+		h.mu.Unlock()
+		time.Sleep(d)
 		h.mu.Lock()
 	}
 	defer h.mu.Unlock()
@@ -344,12 +400,19 @@ func (r *hangRaw) Read(c <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 	if st := r.h.gateFor(OpRead); !st.Ok() {
 		return nil, st
 	}
+	if d := r.h.opts.ReadDelay; d > 0 {
+		time.Sleep(d)
+	}
 	return r.RawFileSystem.Read(c, in, buf)
 }
 
 func (r *hangRaw) Write(c <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	if st := r.h.gateFor(OpWrite); !st.Ok() {
 		return 0, st
+	}
+	if d := r.h.opts.FirstWriteDelay; d > 0 && r.h.firstWrite(in.NodeId, int64(in.Offset), len(data)) {
+		r.h.firsts.Add(1)
+		time.Sleep(d)
 	}
 	return r.RawFileSystem.Write(c, in, data)
 }

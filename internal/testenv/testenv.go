@@ -123,6 +123,14 @@ func MountExt4(t testing.TB, dev string) string {
 	return dir
 }
 
+// LoopExt4In is LoopExt4 with its image in dir (a FUSE mount, to make the device as
+// slow as the mount's operations).
+func LoopExt4In(t testing.TB, dir string, size int64) (dev, mnt string) {
+	t.Helper()
+	dev = loopDeviceIn(t, dir, size)
+	return dev, MountExt4(t, dev)
+}
+
 // LoopExt4 is a loop device of size bytes with a mounted ext4 on it.
 func LoopExt4(t testing.TB, size int64) (dev, dir string) {
 	dev = LoopDevice(t, size)
@@ -157,6 +165,20 @@ func ThrottleWrites(t testing.TB, dev string, iops int) *Cgroup {
 	return throttle(t, dev, "blkio.throttle.write_iops_device", int64(iops))
 }
 
+// ThrottleReads is ThrottleWrites for reads: a volume with a provisioned read IOPS cap.
+func ThrottleReads(t testing.TB, dev string, iops int) *Cgroup {
+	t.Helper()
+	return throttle(t, dev, "blkio.throttle.read_iops_device", int64(iops))
+}
+
+// Exec is the command line that runs name with args inside the cgroup from its first
+// instruction (a limit on a parent cgroup does not bind a child here, and moving a process
+// in after it started lets its first I/Os through unlimited).
+func (c *Cgroup) Exec(name string, args ...string) (string, []string) {
+	script := fmt.Sprintf(`echo $$ > %s && exec "$@"`, filepath.Join(c.Path, "cgroup.procs"))
+	return "sh", append([]string{"-c", script, "sh", name}, args...)
+}
+
 // ThrottleWriteBandwidth is ThrottleWrites with a cap of bytes per second instead: a
 // device whose small writes pass at once while its bandwidth is free, and queue behind
 // the bytes ahead of them (first in, first out within the cgroup) once something fills it.
@@ -165,23 +187,65 @@ func ThrottleWriteBandwidth(t testing.TB, dev string, bytesPerSecond int64) *Cgr
 	return throttle(t, dev, "blkio.throttle.write_bps_device", bytesPerSecond)
 }
 
+// ThrottleReadBandwidth is a blkio cgroup limiting reads from dev to bytesPerSecond.
+func ThrottleReadBandwidth(t testing.TB, dev string, bytesPerSecond int64) *Cgroup {
+	t.Helper()
+	return throttle(t, dev, "blkio.throttle.read_bps_device", bytesPerSecond)
+}
+
 func throttle(t testing.TB, dev, file string, limit int64) *Cgroup {
 	t.Helper()
 	RequireRoot(t)
 	if _, err := os.Stat(filepath.Join(blkioRoot, file)); err != nil {
 		t.Skip("needs blkio cgroup v1 throttling at " + blkioRoot)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(dev, &st); err != nil {
-		t.Fatal(err)
-	}
 	cg := newCgroup(t, blkioRoot)
-	rule := fmt.Sprintf("%d:%d %d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), limit)
-	if err := os.WriteFile(filepath.Join(cg.Path, file), []byte(rule), 0o644); err != nil {
-		t.Fatalf("throttling %s: %v", dev, err)
-	}
+	cg.Throttle(dev, file, limit)
 	return cg
 }
+
+// Throttle sets (or changes) the cgroup's limit of file (blkio.throttle.write_iops_device,
+// read_bps_device, ...) on dev: one cgroup can carry a limit per device.
+func (c *Cgroup) Throttle(dev, file string, limit int64) {
+	c.t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		c.t.Fatal(err)
+	}
+	rule := fmt.Sprintf("%d:%d %d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), limit)
+	if err := os.WriteFile(filepath.Join(c.Path, file), []byte(rule), 0o644); err != nil {
+		c.t.Fatalf("throttling %s: %v", dev, err)
+	}
+}
+
+// BlkioCgroup creates an empty blkio cgroup (v1), with no limit: a place to put a process
+// whose cgroup a test follows. Removed in cleanup, its processes moved back out.
+func BlkioCgroup(t testing.TB) *Cgroup {
+	t.Helper()
+	RequireRoot(t)
+	if _, err := os.Stat(filepath.Join(blkioRoot, "tasks")); err != nil {
+		t.Skip("needs the blkio cgroup v1 hierarchy at " + blkioRoot)
+	}
+	return newCgroup(t, blkioRoot)
+}
+
+// unifiedRoot is the cgroup v2 hierarchy of a hybrid host, which carries the PSI files
+// (io.pressure, cpu.pressure) of each cgroup even with no controller enabled.
+const unifiedRoot = "/sys/fs/cgroup/unified"
+
+// UnifiedCgroup creates an empty cgroup in the hybrid host's cgroup v2 hierarchy: a
+// process moved there has pressure files of its own. Removed in cleanup.
+func UnifiedCgroup(t testing.TB) *Cgroup {
+	t.Helper()
+	RequireRoot(t)
+	if _, err := os.Stat(filepath.Join(unifiedRoot, "io.pressure")); err != nil {
+		t.Skip("needs a cgroup v2 hierarchy with PSI at " + unifiedRoot)
+	}
+	return newCgroup(t, unifiedRoot)
+}
+
+// Name is the cgroup's path as /proc/PID/cgroup writes it: "/diskprobe-test-…".
+func (c *Cgroup) Name() string { return strings.TrimPrefix(c.Path, c.root) }
 
 // cpuRoot is the cgroup v1 cpu controller's hierarchy.
 const cpuRoot = "/sys/fs/cgroup/cpu"

@@ -6,6 +6,8 @@
 // cover allocations and contention on the hot paths; TestRuleScale (its own env var, also
 // run by make bench) measures the CPU the shipped alert rules cost Prometheus 3 at 1,000 and
 // 10,000 synthetic targets on backfilled history; TestLivePeerGroupPagesTheFailingDisk (also
-// make bench) runs the rules live against three exporters, one on a throttled disk. The library the tests share (fio runs, probe loops in a child process,
+// make bench) runs the rules live against three exporters, one on a throttled disk;
+// TestVantageAgreement (also make bench) sets a probe inside a capped etcd's cgroup against
+// etcd's own wal_fsync. The library the tests share (fio runs, probe loops in a child process,
 // the report) lives in internal/benchkit, so it is not public API of the module.
 package bench

@@ -23,6 +23,7 @@ var renderedRuleCases = []struct {
 	test  string // under alerts/tests/chart/
 }{
 	{"etcd preset", []string{chartDir + "/values-etcd.yaml"}, nil, "etcd-preset.test.yml"},
+	{"etcd preset, a vantage inside etcd", []string{chartDir + "/values-etcd.yaml"}, nil, "etcd-preset-vantage.test.yml"},
 	{"groups by namespace", nil, []string{`peerGroupLabels=job\, namespace\, target`, `peerGroupSelector=target="etcd"`}, "namespace-groups.test.yml"},
 }
 

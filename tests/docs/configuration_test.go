@@ -18,7 +18,8 @@ var (
 	probeFieldKeys = map[string]string{"Interval": "interval", "Ops": "ops", "Bytes": "bytes", "BlockSize": "block_size", "FileSize": "file_size", "Pages": "pages"}
 	limitKeys      = map[string]string{"IOPS": "iops", "Bandwidth": "bandwidth", "Timeout": "timeout", "MinFree": "min_free"}
 	// targetKeys are the keys of a target that are neither a probe nor limits (config/parse.go).
-	targetKeys = []string{"name", "path", "probe_dir"}
+	targetKeys = []string{"name", "path", "probe_dir", "vantage", "vantage.process", "vantage.pid_file", "vantage.cgroup", "vantage.outside", "volume", "volume.type", "volume.size", "volume.iops", "volume.throughput",
+		"volume.burst", "volume.burst.iops", "volume.burst.throughput", "volume.burst.bucket", "volume.burst.refill"}
 )
 
 // codeKeys are every key a target takes, as the reference names them ("fsync.interval"),

@@ -42,7 +42,8 @@ func documentedMetrics(t *testing.T) map[string]documentedMetric {
 // TestMetricsReferenceIsWhatTheExporterExposes runs the real binary with every probe kind
 // on a directory and compares docs/metrics.md with its /metrics (names, types, label sets)
 // and with the registered collectors (a series that appears only on an event, such as a
-// skip, is registered before it is exposed). Both lists are printed on a mismatch.
+// skip or a recognised ceiling, is registered before it is exposed). The target has a
+// volume block, so that the volume's series are exposed. Both lists are printed on a mismatch.
 func TestMetricsReferenceIsWhatTheExporterExposes(t *testing.T) {
 	doc := documentedMetrics(t)
 	registered := map[string]bool{}
@@ -59,6 +60,7 @@ func TestMetricsReferenceIsWhatTheExporterExposes(t *testing.T) {
     seqwrite: {interval: 1s, bytes: 1MiB}
     commit:   {interval: 1s, ops: 2, file_size: 2MiB}
     limits:   {min_free: 1MiB}
+    volume:   {iops: 100, burst: {iops: 1000, bucket: 60000}}
 `, t.TempDir()))
 	e := framework.StartExporter(t, cfg)
 	families := framework.WaitMetric(t, e, 30*time.Second, "a sample of every probe", func(f map[string]*dto.MetricFamily) bool {
