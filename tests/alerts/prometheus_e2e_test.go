@@ -233,6 +233,14 @@ var dashboardQueriesEmptyByDesign = map[string]string{
 	`diskprobe-target.json: panel "Capped, busy or sick" B`:                        "a day of history",
 	`diskprobe-target.json: panel "Target" C`:                                      "a volume block",
 	`diskprobe-target.json: panel "Target" D`:                                      "a capped device",
+	// An EBS volume's own statistics: none on a loop device.
+	`diskprobe-target.json: panel "EBS volume: time over its limits, and its queue" A`: "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: time over its limits, and its queue" B`: "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: operations and bytes, everyone's" A`:    "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: operations and bytes, everyone's" B`:    "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: its own latency" A`:                     "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: its own latency" B`:                     "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: its own latency" C`:                     "an EBS volume",
 	// The row "etcd's view": a target with a vantage and an outside twin, which this exporter has not.
 	`diskprobe-target.json: panel "fdatasync p99: inside etcd's cgroup, and outside" A`:   "a vantage target",
 	`diskprobe-target.json: panel "Share of fdatasyncs over 10 ms: inside and outside" A`: "a vantage target",
