@@ -190,7 +190,8 @@ func TestRulesAndDashboardsWorkAgainstRealPrometheusAndExporter(t *testing.T) {
 // they need a group of 3 peers, smartctl_exporter, a starved host or a whole group slow
 // (alerts/tests/diskprobe.peers.test.yml fills them), the day before the last hour (the
 // day-back medians), an exporter gone from its job (alerts/tests/diskprobe.exporters.test.yml),
-// a target probing from inside another process's cgroup beside its outside twin
+// a device capped at its ceiling (alerts/tests/diskprobe.capped.test.yml), a target probing
+// from inside another process's cgroup beside its outside twin
 // (alerts/tests/diskprobe.vantage.test.yml), or, for the CPU-wait share, a kernel with
 // schedstat, which the exporter's metrics say.
 func emptyByDesign(name, metrics string) bool {
@@ -201,7 +202,8 @@ func emptyByDesign(name, metrics string) bool {
 		"target:diskprobe_fsync_cpu_wait:ratio_rate5m_max10m", "target:diskprobe_commit_cpu_wait:ratio_rate5m_max10m",
 		"target_direction:diskprobe_sequential_throughput_bytes_per_second:median1d_offset1h",
 		"target:diskprobe_device_other_iops:avg1h_median1d_offset1h",
-		"instance:diskprobe_exporter_gone:former_size", "instance:diskprobe_exporter_gone:since_timestamp":
+		"instance:diskprobe_exporter_gone:former_size", "instance:diskprobe_exporter_gone:since_timestamp",
+		"target:diskprobe_device_at_ceiling:max5m":
 		return true
 	case "target:diskprobe_fsync_cpu_wait:ratio_rate5m", "target:diskprobe_commit_cpu_wait:ratio_rate5m", "target:diskprobe_fdatasync_host_starved:bool", "target:diskprobe_fdatasync_host_starved:min5m":
 		return !strings.Contains(metrics, "diskprobe_probe_cpu_wait_seconds_total")
@@ -220,6 +222,25 @@ var dashboardQueriesEmptyByDesign = map[string]string{
 	`diskprobe-target.json: panel "SMART (smartctl_exporter)" C`:     "smartctl_exporter",
 	`diskprobe-target.json: panel "SMART (smartctl_exporter)" D`:     "smartctl_exporter",
 	`diskprobe-target.json: panel "SMART (smartctl_exporter)" E`:     "smartctl_exporter",
+	// A device held at a ceiling, a volume block, a day of history: none here (the loop
+	// device is not throttled; alerts/tests/diskprobe.capped.test.yml has them).
+	`diskprobe-target.json: panel "Others' IOPS on the device, and its ceiling" B`: "a capped device",
+	`diskprobe-target.json: panel "Others' IOPS on the device, and its ceiling" C`: "a volume block",
+	`diskprobe-target.json: panel "Sequential throughput (last run)" C`:            "a capped device",
+	`diskprobe-target.json: panel "Sequential throughput (last run)" D`:            "a volume block",
+	`diskprobe-target.json: panel "Burst credits: balance and time to empty" A`:    "a volume block with a bucket",
+	`diskprobe-target.json: panel "Burst credits: balance and time to empty" B`:    "a volume block with a bucket",
+	`diskprobe-target.json: panel "Capped, busy or sick" B`:                        "a day of history",
+	`diskprobe-target.json: panel "Target" C`:                                      "a volume block",
+	`diskprobe-target.json: panel "Target" D`:                                      "a capped device",
+	// An EBS volume's own statistics: none on a loop device.
+	`diskprobe-target.json: panel "EBS volume: time over its limits, and its queue" A`: "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: time over its limits, and its queue" B`: "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: operations and bytes, everyone's" A`:    "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: operations and bytes, everyone's" B`:    "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: its own latency" A`:                     "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: its own latency" B`:                     "an EBS volume",
+	`diskprobe-target.json: panel "EBS volume: its own latency" C`:                     "an EBS volume",
 	// The row "etcd's view": a target with a vantage and an outside twin, which this exporter has not.
 	`diskprobe-target.json: panel "fdatasync p99: inside etcd's cgroup, and outside" A`:   "a vantage target",
 	`diskprobe-target.json: panel "Share of fdatasyncs over 10 ms: inside and outside" A`: "a vantage target",

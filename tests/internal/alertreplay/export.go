@@ -39,8 +39,7 @@ func (s *Scenario) Series(probing Probing) []Sampled {
 	span := s.Span()
 	var buf []float64
 	for _, m := range s.members() {
-		exp := newExporter(m.seed, probing, m.phases, start)
-		ser := newSeries(s.Model, m, probing.edges())
+		exp, ser := s.newMember(m, probing)
 		first := len(out)
 		for _, l := range ser.labels {
 			out = append(out, Sampled{Labels: l})
@@ -50,8 +49,8 @@ func (s *Scenario) Series(probing Probing) []Sampled {
 			buf = exp.values(t, buf)
 			ms := t.UnixMilli()
 			for i, v := range buf {
-				if i == ser.skipped && exp.skipped == 0 {
-					continue // the exporter's series appears at the first skip
+				if exp.absent(ser, i, t) {
+					continue // the exporter's series appears at the first skip, a ceiling once recognised
 				}
 				o := &out[first+i]
 				o.T = append(o.T, ms)
@@ -59,7 +58,7 @@ func (s *Scenario) Series(probing Probing) []Sampled {
 			}
 		}
 	}
-	return slices.DeleteFunc(out, func(s Sampled) bool { return len(s.T) == 0 }) // a skip series never skipped
+	return slices.DeleteFunc(out, func(s Sampled) bool { return len(s.T) == 0 }) // a skip series never skipped, a ceiling never recognised
 }
 
 // EvalTimes are the replay's evaluation times: every evalEvery from Start to Start+Span, as Replay

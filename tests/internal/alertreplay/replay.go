@@ -37,6 +37,21 @@ type Scenario struct {
 	Fleet     func(g, m int) []Phase
 	Groups    int
 	GroupSize int
+	// Ceilings: the exporter reports a device's ceiling (issue 42; diskprobe_device_at_ceiling
+	// 0 outside the phases with a Ceiling), and Volume, when set, the target's volume block.
+	Ceilings bool
+	Volume   *Volume
+}
+
+// newMember is member m's simulated exporter and its series.
+func (s *Scenario) newMember(m member, probing Probing) (*exporter, *series) {
+	exp := newExporter(m.seed, probing, m.phases, start)
+	ser := newSeries(s.Model, m, probing.edges())
+	if s.Ceilings || s.Volume != nil {
+		exp.ceilings, exp.volume = true, s.Volume
+		ser.withCeilings(s.Volume)
+	}
+	return exp, ser
 }
 
 // members are the scenario's exporters: the disk (the first member) and its peers, or the fleet.
@@ -100,7 +115,13 @@ type Firing struct {
 	Instances []string
 	// DetectedBy is, per member, the time from the onset to its first firing at or after it.
 	DetectedBy map[string]time.Duration
+	// Descriptions are the distinct description annotations it fired with at or after the
+	// onset, in order (at most maxDescriptions): what the page said.
+	Descriptions []string
 }
+
+// maxDescriptions bounds a Firing's Descriptions: the words, not every figure they quote.
+const maxDescriptions = 8
 
 // Result is one scenario's replay.
 type Result struct {
@@ -213,8 +234,7 @@ func ReplayWith(ctx context.Context, sc *Scenario, ruleFiles []string, probing P
 	exps := make([]*exporter, len(members))
 	sers := make([]*series, len(members))
 	for i, m := range members {
-		exps[i] = newExporter(m.seed, probing, m.phases, start)
-		sers[i] = newSeries(sc.Model, m, probing.edges())
+		exps[i], sers[i] = sc.newMember(m, probing)
 	}
 	nextScrape := start
 	due := make([]time.Time, len(groups)) // each group's next evaluation
@@ -264,8 +284,9 @@ func ReplayWith(ctx context.Context, sc *Scenario, ruleFiles []string, probing P
 				for _, a := range ar.ActiveAlerts() {
 					if a.State == rules.StateFiring {
 						firing = append(firing, Active{Alert: ar.Name(), Severity: a.Labels.Get("severity"),
-							Instance: strings.TrimPrefix(a.Labels.Get("instance"), opts.Prefix),
-							Cluster:  strings.TrimPrefix(a.Labels.Get(GroupLabel), opts.Prefix)})
+							Instance:    strings.TrimPrefix(a.Labels.Get("instance"), opts.Prefix),
+							Cluster:     strings.TrimPrefix(a.Labels.Get(GroupLabel), opts.Prefix),
+							Description: a.Annotations.Get("description")})
 					}
 				}
 			}
@@ -278,8 +299,8 @@ func ReplayWith(ctx context.Context, sc *Scenario, ruleFiles []string, probing P
 }
 
 // Active is one firing alert at one evaluation: its name, severity, and the member (instance)
-// or group (cluster) it is about.
-type Active struct{ Alert, Severity, Instance, Cluster string }
+// or group (cluster) it is about, and its description where the replay has it.
+type Active struct{ Alert, Severity, Instance, Cluster, Description string }
 
 // Tally turns the alerts firing at each evaluation into a Result: first firing after the
 // onset, false firings, episodes. Replay counts its own; a replay elsewhere (vmalert's) feeds
@@ -334,6 +355,9 @@ func (tl *Tally) Observe(ts time.Time, firing []Active) {
 		}
 		if f.Detected < 0 && !ts.Before(tl.onset) && tl.sc.Onset >= 0 {
 			f.Detected = ts.Sub(tl.onset)
+		}
+		if a.Description != "" && !ts.Before(tl.onset) && len(f.Descriptions) < maxDescriptions && !slices.Contains(f.Descriptions, a.Description) {
+			f.Descriptions = append(f.Descriptions, a.Description)
 		}
 		if a.Instance != "" && !ts.Before(tl.onset) && tl.sc.Onset >= 0 {
 			if _, ok := f.DetectedBy[a.Instance]; !ok {

@@ -1,6 +1,7 @@
 package alertreplay
 
 import (
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -32,7 +33,28 @@ type Phase struct {
 	// Freeze, when set, stops the disk's I/O at times: a fdatasync issued during a freeze
 	// returns when the freeze ends.
 	Freeze *Freeze
+	// Ceiling, when set, is the write IOPS the device is held at in this phase with work
+	// waiting (a provider's limit, a throttle): from recognition on, the exporter reports
+	// diskprobe_device_at_ceiling 1 and diskprobe_device_ceiling_iops{direction="write"}.
+	Ceiling float64
+	// Drain is what the volume's burst bucket loses a second in this phase (I/Os spent over
+	// its refill; negative refills it). Only with a scenario's Volume that has a Bucket.
+	Drain float64
 }
+
+// Volume is a scenario's volume block (issue 42): what the volume was sold as, which the
+// exporter reports (diskprobe_volume_info, diskprobe_volume_limit_iops) and, for a volume with
+// a burst bucket, the balance it estimates (starting full) and the time until it is empty at
+// the phase's Drain.
+type Volume struct {
+	Type            string
+	Baseline, Burst float64 // IOPS; Burst 0: no bucket
+	Bucket          float64 // I/Os the bucket holds
+}
+
+// recognition is how long the exporter takes to recognise a ceiling after the device
+// reaches it (minutes of flat counters while work waits; the daemon's own tests measure it).
+const recognition = 3 * time.Minute
 
 // Freeze is a disk that stops answering For at a time, every Every, the first After the phase
 // starts (a backup's fsfreeze, a device reset, a path failover).
@@ -99,6 +121,10 @@ type exporter struct {
 	// fell due while the previous one still ran. As in the exporter, its series appears at the
 	// first skip.
 	skipped uint64
+
+	// ceilings: the exporter reports the issue-42 series (at_ceiling, the ceiling, the volume).
+	ceilings bool
+	volume   *Volume
 }
 
 type op struct {
@@ -257,6 +283,9 @@ type series struct {
 	refs   []storage.SeriesRef
 	// skipped is the index of diskprobe_probe_skipped_total, left out until the first skip.
 	skipped int
+	// ceiling is the index of diskprobe_device_at_ceiling, the first of the issue-42 series
+	// (withCeilings); 0 without them.
+	ceiling int
 }
 
 const (
@@ -301,6 +330,36 @@ func newSeries(model string, m member, edges []float64) *series {
 	return s
 }
 
+// withCeilings adds the series of a device's ceiling and the scenario's volume (issue 42):
+// diskprobe_device_at_ceiling (whenever the target has device context) and the rest when
+// there is something to say (absent, in values, while there is not).
+func (s *series) withCeilings(v *Volume) {
+	base := s.labels[0]
+	l := func(name string, kv ...string) labels.Labels {
+		b := labels.NewBuilder(base).Del("le").Set("__name__", name)
+		for i := 0; i < len(kv); i += 2 {
+			b.Set(kv[i], kv[i+1])
+		}
+		return b.Labels()
+	}
+	s.ceiling = len(s.labels)
+	s.labels = append(s.labels,
+		l("diskprobe_device_at_ceiling"),
+		l("diskprobe_device_ceiling_iops", "direction", "write"))
+	if v != nil {
+		s.labels = append(s.labels,
+			l("diskprobe_volume_info", "type", v.Type),
+			l("diskprobe_volume_limit_iops", "tier", "baseline"))
+		if v.Bucket > 0 {
+			s.labels = append(s.labels,
+				l("diskprobe_volume_limit_iops", "tier", "burst"),
+				l("diskprobe_volume_burst_balance_ratio"),
+				l("diskprobe_volume_burst_empty_seconds"))
+		}
+	}
+	s.refs = make([]storage.SeriesRef, len(s.labels))
+}
+
 // formatLe writes a bucket edge as client_golang's text format does.
 func formatLe(le float64) string { return strconv.FormatFloat(le, 'g', -1, 64) }
 
@@ -314,12 +373,78 @@ func (e *exporter) values(t time.Time, v []float64) []float64 {
 	if !e.lastSuccess.IsZero() {
 		last = float64(e.lastSuccess.UnixNano()) / 1e9
 	}
-	return append(v, float64(e.count), float64(e.count), e.sum,
+	v = append(v, float64(e.count), float64(e.count), e.sum,
 		float64(e.count), float64(e.count)*writeSeconds, e.cpuWait,
 		float64(e.runs), 0, last,
 		e.inflight(t), e.phaseAt(t).Busy, e.otherIOPS(t), 1,
 		1, float64(e.start.Unix()), 1,
 		float64(e.skipped))
+	if !e.ceilings {
+		return v
+	}
+	at, ceiling := 0.0, e.recognised(t)
+	if ceiling > 0 {
+		at = 1
+	}
+	v = append(v, at, ceiling)
+	if e.volume != nil {
+		v = append(v, 1, e.volume.Baseline)
+		if e.volume.Bucket > 0 {
+			balance, drain := e.balance(t)
+			empty := math.Inf(1)
+			switch {
+			case balance <= 0:
+				empty = 0
+			case drain > 0:
+				empty = balance / drain
+			}
+			v = append(v, e.volume.Burst, balance/e.volume.Bucket, empty)
+		}
+	}
+	return v
+}
+
+// recognised is the ceiling the exporter reports at t: the phase's, once it has held for
+// recognition; 0 (no series) before, or in a phase without one.
+func (e *exporter) recognised(t time.Time) float64 {
+	i := e.phaseIndex(t)
+	ph := &e.phases[i]
+	if ph.Ceiling <= 0 || t.Sub(e.ends[i].Add(-ph.Duration)) < recognition {
+		return 0
+	}
+	return ph.Ceiling
+}
+
+// balance is the burst bucket's balance at t (full at the start, each phase's Drain
+// integrated and clamped to the bucket) and the drain a second at t.
+func (e *exporter) balance(t time.Time) (balance, drain float64) {
+	balance = e.volume.Bucket
+	from := e.start
+	for i, end := range e.ends {
+		ph := &e.phases[i]
+		to := end
+		if t.Before(to) {
+			to = t
+		}
+		balance = min(max(balance-ph.Drain*to.Sub(from).Seconds(), 0), e.volume.Bucket)
+		if !t.After(end) || i == len(e.ends)-1 {
+			return balance, ph.Drain
+		}
+		from = end
+	}
+	return balance, 0
+}
+
+// absent says whether series i of s has no sample at t: the skips until the first, the
+// ceiling before one is recognised.
+func (e *exporter) absent(s *series, i int, t time.Time) bool {
+	switch {
+	case i == s.skipped:
+		return e.skipped == 0
+	case s.ceiling > 0 && i == s.ceiling+1:
+		return e.recognised(t) == 0
+	}
+	return false
 }
 
 // scrape appends what a scrape at t reads.
@@ -328,8 +453,8 @@ func (e *exporter) scrape(app storage.Appender, s *series, t time.Time, buf []fl
 	buf = e.values(t, buf)
 	ms := t.UnixMilli()
 	for i, l := range s.labels {
-		if i == s.skipped && e.skipped == 0 {
-			continue // the exporter's series appears at the first skip
+		if e.absent(s, i, t) {
+			continue // the exporter's series appears at the first skip, a ceiling once recognised
 		}
 		ref, err := app.Append(s.refs[i], l, ms, buf[i])
 		if err != nil {
