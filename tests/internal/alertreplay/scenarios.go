@@ -230,6 +230,8 @@ func Scenarios(lib Library, size Size) []*Scenario {
 			{Name: "full bucket", Duration: time.Hour, Latency: sata, Drain: -50},
 			{Name: "draining", Duration: creditsDrain, Latency: sata, Drain: 900},
 			{Name: "at its baseline", Duration: time.Hour, Latency: lib.get("loop-100iops"), Ceiling: 100}}})
+	// Issue 43's, after issue 42's, last for the seeds.
+	equalLoadScenarios(lib, size, add)
 	return out
 }
 
@@ -283,6 +285,63 @@ func pagesNamingTheCap(r *Result) (string, bool) {
 		return m + "; but " + strings.Join(hw, ", "), false
 	}
 	return m + "; no hardware alert", ok
+}
+
+// Groups whose members' latency rises with their load (issue 43): a member slower than its
+// peers at the same load must warn; healthy members at different loads must not.
+// Every member's others' IOPS swing ±40 % around its level in 10-minute steps, and each sync
+// takes 1 + IOPS/500 times its sample: 1.4x at a follower's 200 IOPS, 1.6x at the leader's
+// 300, 1.8x beside a neighbour's 400, so the plain ratio to the median member is 1.14x for the
+// leader and 1.29x for the neighboured member, healthy both.
+func equalLoadScenarios(lib Library, size Size, add func(*Scenario)) {
+	sata := WithStalls(lib.get("synthetic-sata-ssd"), 0.005, gcStalls)
+	const followerIOPS, swing, scale = 200, 0.4, 500
+	at := func(name string, d time.Duration, lat Distribution, iops float64) Phase {
+		return Phase{Name: name, Duration: d, Latency: lat, OtherIOPS: iops, LoadSwing: swing, LoadScale: scale}
+	}
+	// The fit's 3 h window and the warning's comparison 150-180 minutes back full of healthy data.
+	lead := 3 * time.Hour
+	healthySpan := 9 * time.Hour // a defragmentation after the first 3 h, and 6 h after it
+	if size == Full {
+		lead, healthySpan = 8*time.Hour, 2*day
+	}
+	follower := func(d time.Duration) []Phase { return []Phase{at("healthy", d, sata, followerIOPS)} }
+	for _, s := range []struct {
+		factor float64
+		bad    time.Duration
+	}{{1.3, 6 * time.Hour}, {1.5, 3 * time.Hour}} {
+		bad := s.bad
+		if size == Full {
+			bad += time.Hour
+		}
+		add(&Scenario{Name: fmt.Sprintf("equal load: one member of 3 turns %.1f× slower than its peers at the same load", s.factor), Onset: 1,
+			Phases: []Phase{at("healthy", lead, sata, followerIOPS), at(fmt.Sprintf("%.1f× slower", s.factor), bad, Scaled{sata, s.factor}, followerIOPS)},
+			Peers:  [][]Phase{follower(lead + bad), follower(lead + bad)}})
+	}
+	healthy := func(name string, first []Phase) {
+		add(&Scenario{Name: "equal load: healthy, " + name, Onset: -1, Phases: first,
+			Peers: [][]Phase{follower(healthySpan), follower(healthySpan)}})
+	}
+	healthy("the leader doing 1.5× the writes", []Phase{at("leader", healthySpan, sata, 1.5*followerIOPS)})
+	healthy("one member's neighbour at 2× the other IOPS", []Phase{at("neighboured", healthySpan, sata, 2*followerIOPS)})
+	// A defragmentation rewrites the member's bolt database: 400 more IOPS for 20 minutes (2.2x
+	// the latency), every 6 hours, the first 2 hours in. At 600 more (2.6x) the member's p99
+	// crosses etcd's 10 ms and DiskprobeFdatasyncP99AboveEtcdTarget rightly warned once in 6
+	// days; the peer warning stayed quiet either way.
+	var defrag []Phase
+	for t := time.Duration(0); t < healthySpan; {
+		d := min(2*time.Hour, healthySpan-t)
+		if t > 0 {
+			d = min(6*time.Hour-20*time.Minute, healthySpan-t)
+		}
+		defrag = append(defrag, at("healthy", d, sata, followerIOPS))
+		t += d
+		if t < healthySpan {
+			defrag = append(defrag, at("defragmenting", 20*time.Minute, sata, followerIOPS+400))
+			t += 20 * time.Minute
+		}
+	}
+	healthy("one member defragmenting for 20 min every 6 h", defrag)
 }
 
 // Groups of peers (issue 23): a 3-member group, one member turning bad, all of them, or a host
@@ -772,6 +831,21 @@ var Goals = []Goal{
 			}
 			return fmt.Sprintf("%s (%s), hardware words", minutes(d), name), d <= 10*time.Minute
 		},
+	},
+	{
+		Text:     "issue 43: one member of 3 persistently 1.3× its peers at equal load (latency rising with load): peer warning within 6 h, naming it",
+		Scenario: func(n string) bool { return strings.HasPrefix(n, "equal load: one member of 3 turns 1.3×") },
+		Judge:    func(r *Result) (string, bool) { return peerDetection(r, "warning", 6*time.Hour) },
+	},
+	{
+		Text:     "issue 43: one member of 3 persistently 1.5× its peers at equal load: peer warning within 3 h, naming it",
+		Scenario: func(n string) bool { return strings.HasPrefix(n, "equal load: one member of 3 turns 1.5×") },
+		Judge:    func(r *Result) (string, bool) { return peerDetection(r, "warning", 3*time.Hour) },
+	},
+	{
+		Text:     "issue 43: healthy members at different loads (a leader at 1.5× the writes, a neighbour at 2× the other IOPS, a 20-minute defragmentation every 6 h): no warning or critical",
+		Scenario: func(n string) bool { return strings.HasPrefix(n, "equal load: healthy") },
+		Judge:    noWarningOrPage(shipped),
 	},
 	{
 		Text: "every failing scenario: lead time over the etcd mixin's etcdHighFsyncDurations (p99 > 0.5 s for 10m) on the same latencies",

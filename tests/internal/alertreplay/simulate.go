@@ -21,6 +21,12 @@ type Phase struct {
 	// OtherIOPS is diskprobe_device_other_iops: others' I/Os a second on the device, what they
 	// ask of it (the busy ratio is that times how long the disk takes to serve them).
 	OtherIOPS float64
+	// LoadSwing varies others' IOPS by up to ± this share of OtherIOPS, a new level every
+	// loadStep (deterministic per member): a group's members carry loads that move.
+	LoadSwing float64
+	// LoadScale, when set, makes latency rise with load: each fdatasync takes its sample times
+	// 1 + others' IOPS / LoadScale (a disk serving others queues the probe behind them).
+	LoadScale float64
 	// CPUWait, when set, is how long each fdatasync's thread waits for a CPU on a starved host,
 	// added to its latency and counted in diskprobe_probe_cpu_wait_seconds_total.
 	CPUWait Distribution
@@ -100,6 +106,7 @@ type exporter struct {
 	phases  []Phase
 	ends    []time.Time // end of each phase
 	start   time.Time
+	seed    uint64 // the member's, for its load's levels
 
 	nextRound time.Time
 	pending   []op // the current round's fdatasyncs not yet completed
@@ -136,6 +143,7 @@ func newExporter(seed uint64, p Probing, phases []Phase, start time.Time) *expor
 		probing:   p,
 		phases:    phases,
 		start:     start,
+		seed:      seed,
 		nextRound: start.Add(time.Duration(rand.New(rand.NewPCG(seed, 1)).Float64() * float64(p.Interval))),
 		buckets:   make([]uint64, len(p.edges())),
 	}
@@ -197,6 +205,9 @@ func (e *exporter) advance(t time.Time) {
 		for range e.probing.Ops {
 			ph := e.phaseAt(at)
 			s, w := ph.Latency.Sample(e.rng), 0.0
+			if ph.LoadScale > 0 {
+				s *= 1 + e.otherIOPS(at)/ph.LoadScale
+			}
 			if ph.CPUWait != nil {
 				w = ph.CPUWait.Sample(e.rng)
 				s += w
@@ -226,6 +237,27 @@ func (e *exporter) observe(s float64) {
 	}
 	e.count++
 	e.sum += s
+}
+
+// loadStep is how long others' IOPS hold a level when they swing.
+const loadStep = 10 * time.Minute
+
+// otherIOPS is diskprobe_device_other_iops at t: the phase's, swung by its LoadSwing to a
+// level that holds for loadStep, drawn from the member's seed and the step (not from the
+// latency's random stream, which stays as it was).
+func (e *exporter) otherIOPS(t time.Time) float64 {
+	ph := e.phaseAt(t)
+	if ph.LoadSwing == 0 {
+		return ph.OtherIOPS
+	}
+	x := e.seed ^ uint64(t.Sub(e.start)/loadStep)*0x9e3779b97f4a7c15
+	x ^= x >> 30 // splitmix64's finaliser
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	u := float64(x>>11) / (1 << 53)
+	return ph.OtherIOPS * (1 + ph.LoadSwing*(2*u-1))
 }
 
 // inflight is diskprobe_probe_inflight_seconds at t: the age of the fdatasync in progress.
@@ -344,7 +376,7 @@ func (e *exporter) values(t time.Time, v []float64) []float64 {
 	v = append(v, float64(e.count), float64(e.count), e.sum,
 		float64(e.count), float64(e.count)*writeSeconds, e.cpuWait,
 		float64(e.runs), 0, last,
-		e.inflight(t), e.phaseAt(t).Busy, e.phaseAt(t).OtherIOPS, 1,
+		e.inflight(t), e.phaseAt(t).Busy, e.otherIOPS(t), 1,
 		1, float64(e.start.Unix()), 1,
 		float64(e.skipped))
 	if !e.ceilings {

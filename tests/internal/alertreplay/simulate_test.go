@@ -77,3 +77,43 @@ func TestSimulatedFreezesSlowOneSyncAndSkipRounds(t *testing.T) {
 	}
 	t.Logf("an hour: %d syncs, %d over 1 s, %d rounds skipped", e.count, slow, e.skipped)
 }
+
+// Latency given load (issue 43): with LoadScale each sync takes its sample times 1 + others'
+// IOPS / LoadScale, at the level others' IOPS hold then; LoadSwing moves that level within
+// ±LoadSwing of OtherIOPS every loadStep, the same for a member's seed every time, another
+// for another seed, and the exported gauge is the level the syncs saw.
+func TestSimulatedLatencyRisesWithTheLoadItSwingsTo(t *testing.T) {
+	const iops, swing, scale = 200.0, 0.4, 500.0
+	phases := []Phase{{Duration: 2 * time.Hour, Latency: constant(0.002), OtherIOPS: iops, LoadSwing: swing, LoadScale: scale}}
+	e := newExporter(7, DefaultProbing, phases, start)
+	same := newExporter(7, DefaultProbing, phases, start)
+	other := newExporter(8, DefaultProbing, phases, start)
+	lo, hi, differs := iops, iops, false
+	var prevCount uint64
+	prevSum := 0.0
+	for ts := start.Add(loadStep / 2); ts.Before(start.Add(time.Hour)); ts = ts.Add(loadStep) {
+		x := e.otherIOPS(ts)
+		lo, hi = min(lo, x), max(hi, x)
+		if x < iops*(1-swing) || x > iops*(1+swing) {
+			t.Errorf("others' IOPS %.0f, want within ±%.0f %% of %.0f", x, 100*swing, iops)
+		}
+		if same.otherIOPS(ts) != x {
+			t.Errorf("seed 7 swung to %.1f and to %.1f at one time", x, same.otherIOPS(ts))
+		}
+		differs = differs || other.otherIOPS(ts) != x
+		// The syncs of the step's second half, away from its edges: each at 2 ms × (1 + x/500).
+		e.advance(ts.Add(-loadStep / 4))
+		prevCount, prevSum = e.count, e.sum
+		e.advance(ts.Add(loadStep / 4))
+		mean := (e.sum - prevSum) / float64(e.count-prevCount)
+		if want := 0.002 * (1 + x/scale); mean < 0.999*want || mean > 1.001*want {
+			t.Errorf("at %.0f others' IOPS: mean sync %.3f ms, want %.3f ms", x, mean*1e3, want*1e3)
+		}
+	}
+	if hi-lo < iops*swing {
+		t.Errorf("others' IOPS stayed within %.0f–%.0f in an hour: the load does not move", lo, hi)
+	}
+	if !differs {
+		t.Error("seeds 7 and 8 swung alike: members' loads must move apart")
+	}
+}
