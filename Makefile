@@ -119,7 +119,9 @@ fuzz:
 # Prometheus 3 at 1,000 and 10,000 synthetic targets with a backfilled week of the history they
 # read (tests/bench/rulescale_test.go: about 25 minutes, ~10 GB of memory at its peak); then
 # three live exporters, one on a throttled disk, paging through the shipped rules
-# (tests/bench/livealert_test.go: 10 minutes); then the replay's scenarios beyond one Prometheus
+# (tests/bench/livealert_test.go: 10 minutes); then a probe inside etcd's capped cgroup
+# (tests/bench/vantage_test.go) and the device-ceiling scenario at the default probe rate
+# (tests/bench/ceiling_test.go: 6 minutes); then the replay's scenarios beyond one Prometheus
 # (tests/sharding: shards, Thanos Query, VictoriaMetrics with vmalert, 29 minutes; Thanos and
 # VictoriaMetrics are built here, not by make test-deps, so that CI never compiles them: 10 and
 # 2 minutes the first time on this machine). Root only (loop devices, blkio cgroups, mounts);
@@ -151,6 +153,7 @@ bench:
 	cd tests && DISKPROBE_BENCH_RULESCALE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestRuleScale$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	cd tests && DISKPROBE_BENCH_LIVEALERT=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestLivePeerGroupPagesTheFailingDisk$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	cd tests && DISKPROBE_BENCH_VANTAGE=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestVantageAgreement$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
+	cd tests && DISKPROBE_BENCH_CEILING=1 DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./bench -run '^TestCeilingReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	@scripts/tools.sh thanos victoriametrics >/dev/null
 	cd tests && DISKPROBE_TOOLS_REQUIRED=1 DISKPROBE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(GO) test ./sharding -run '^TestShardingReport$$' -count=1 -v -timeout $(BENCH_TIMEOUT)
 	$(GO) -C tests run ./cmd/benchmarks split $(abspath $(BENCH_REPORT))

@@ -8,6 +8,7 @@
 // 10,000 synthetic targets on backfilled history; TestLivePeerGroupPagesTheFailingDisk (also
 // make bench) runs the rules live against three exporters, one on a throttled disk;
 // TestVantageAgreement (also make bench) sets a probe inside a capped etcd's cgroup against
-// etcd's own wal_fsync. The library the tests share (fio runs, probe loops in a child process,
+// etcd's own wal_fsync; TestCeilingReport (also make bench) runs the device-ceiling scenario
+// of internal/ceilingcase at the default probe rate. The library the tests share (fio runs, probe loops in a child process,
 // the report) lives in internal/benchkit, so it is not public API of the module.
 package bench
