@@ -154,15 +154,17 @@ func TestVantageInsideEtcdsThrottledCgroupSeesWhatEtcdSees(t *testing.T) {
 	if value(to, "diskprobe_vantage_up", "target", "inside") != 1 {
 		t.Error("diskprobe_vantage_up is not 1")
 	}
-	// The medians and means, not the p99s, are set side by side: outside's tail is not
-	// the disk's alone. On ext4 (data=ordered) its fdatasync can wait for a journal commit,
-	// which waits for the data of etcd's capped writes: outside p99s of 8-100 ms, its p50
-	// 0.8 ms, in runs where inside's p50 was 6-9 ms and its mean 5.6-15× outside's.
+	// The means, not the p99s, are set side by side: outside's tail is not the disk's
+	// alone. On ext4 (data=ordered) its fdatasync can wait for a journal commit, which
+	// waits for the data of etcd's capped writes: outside p99s of 8-100 ms, its p50
+	// 0.6-0.8 ms, in runs where inside's mean was 5.6-55× outside's. Not the medians: with
+	// most of the inside syncs let through at once between the throttle's slices, inside's
+	// p50 (interpolated in the 1-2.5 ms bucket) was 2.1-9 ms, once only 3.5× outside's.
 	inP50, outP50 := inside.quantile(0.5), outside.quantile(0.5)
 	inMean, outMean := inside.sum/float64(inside.count), outside.sum/float64(outside.count)
-	if in < 0.010 || inP50 < 4*outP50 || inMean < 3*outMean {
-		t.Errorf("inside p99 %s, p50 %s, mean %s; outside p50 %s, mean %s: want inside's p99 at least 10 ms, its p50 4× outside's and its mean 3×",
-			ms(in), ms(inP50), ms(inMean), ms(outP50), ms(outMean))
+	if in < 0.010 || inMean < 3*outMean {
+		t.Errorf("inside p99 %s, mean %s; outside mean %s: want inside's p99 at least 10 ms and its mean 3× outside's (p50s %s, %s)",
+			ms(in), ms(inMean), ms(outMean), ms(inP50), ms(outP50))
 	}
 	if (in < 0.010) != (etcdP99 < 0.010) {
 		t.Errorf("inside p99 %s and etcd's wal_fsync p99 %s are on two sides of 10 ms", ms(in), ms(etcdP99))
