@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,30 +15,6 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/internal/testenv"
 )
-
-// sleeper starts a long sleep under a name of its own (its comm), killed by its pid in
-// cleanup.
-func sleeper(t *testing.T, name string) *exec.Cmd {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	src, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("needs sleep")
-	}
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "600")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd
-}
 
 func uniqueName() string { return fmt.Sprintf("vtg%d", rand.IntN(1e9)) }
 
@@ -62,7 +37,7 @@ func tasksOf(t *testing.T, dir string) []string {
 func TestThreadRunsInTheProcesssCgroupAndClassAndEndsWithItsGoroutine(t *testing.T) {
 	cg := testenv.BlkioCgroup(t)
 	name := uniqueName()
-	p := sleeper(t, name)
+	p := testenv.Sleeper(t, name)
 	cg.Add(p.Process.Pid)
 	want := ClassBE<<ioprioClassShift | 2
 	setIOPrio(t, p.Process.Pid, want)
@@ -106,7 +81,7 @@ func TestThreadRunsInTheProcesssCgroupAndClassAndEndsWithItsGoroutine(t *testing
 func TestThreadFollowsARestartedAndAMovedProcessAndLeavesWhenItIsGone(t *testing.T) {
 	a, b := testenv.BlkioCgroup(t), testenv.BlkioCgroup(t)
 	name := uniqueName()
-	first := sleeper(t, name)
+	first := testenv.Sleeper(t, name)
 	a.Add(first.Process.Pid)
 	r := &Resolver{Spec: Spec{Process: name}}
 	th := StartThread()
@@ -130,7 +105,7 @@ func TestThreadFollowsARestartedAndAMovedProcessAndLeavesWhenItIsGone(t *testing
 	// Restarted: a new PID in the same cgroup.
 	_ = first.Process.Kill()
 	_ = first.Wait()
-	second := sleeper(t, name)
+	second := testenv.Sleeper(t, name)
 	a.Add(second.Process.Pid)
 	if v := join(); v.PID != second.Process.Pid || !in(a) {
 		t.Fatalf("restarted: %+v", v)
@@ -159,7 +134,7 @@ func TestThreadFollowsARestartedAndAMovedProcessAndLeavesWhenItIsGone(t *testing
 func TestAProcessNameTwoProcessesShareIsRefusedNamingBoth(t *testing.T) {
 	testenv.RequireRoot(t)
 	name := uniqueName()
-	a, b := sleeper(t, name), sleeper(t, name)
+	a, b := testenv.Sleeper(t, name), testenv.Sleeper(t, name)
 	_, err := (&Resolver{Spec: Spec{Process: name}}).Resolve()
 	if err == nil || !strings.Contains(err.Error(), "ambiguous") || !strings.Contains(err.Error(), strconv.Itoa(a.Process.Pid)) || !strings.Contains(err.Error(), strconv.Itoa(b.Process.Pid)) {
 		t.Fatalf("got %v", err)

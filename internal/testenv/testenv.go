@@ -567,3 +567,27 @@ func (p *Process) ExitCode(timeout time.Duration) int {
 		return -1
 	}
 }
+
+// Sleeper starts a long sleep under a name of its own (its /proc/PID/comm, as a vantage's
+// `process` matches it), killed by its pid in cleanup.
+func Sleeper(t testing.TB, name string) *exec.Cmd {
+	t.Helper()
+	src, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("needs sleep")
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}

@@ -190,30 +190,6 @@ func TestVantageInsideEtcdsThrottledCgroupSeesWhatEtcdSees(t *testing.T) {
 	}
 }
 
-// sleeper runs a long sleep under a name of its own (its /proc/PID/comm), killed by its
-// pid in cleanup.
-func sleeper(t *testing.T, name string) *exec.Cmd {
-	t.Helper()
-	src, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("needs sleep")
-	}
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "600")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd
-}
-
 // TestVantageFollowsItsProcessAndNeverProbesFromAStaleCgroup: the process a target's
 // vantage names (by process name) is restarted (a new PID in the same cgroup), moved to
 // another cgroup, then gone. The vantage follows the first two; while the process is
@@ -223,7 +199,7 @@ func TestVantageFollowsItsProcessAndNeverProbesFromAStaleCgroup(t *testing.T) {
 	testenv.RequireRoot(t)
 	a, b := testenv.BlkioCgroup(t), testenv.BlkioCgroup(t)
 	name := fmt.Sprintf("vtg%d", rand.IntN(1e9))
-	p := sleeper(t, name)
+	p := testenv.Sleeper(t, name)
 	a.Add(p.Process.Pid)
 	e := framework.StartExporter(t, framework.WriteConfig(t, fmt.Sprintf(
 		"targets:\n  - name: as-sleeper\n    path: %s\n    fsync: {interval: 1s, ops: 1, file_size: 1MiB}\n    limits: {min_free: 0}\n    vantage: {process: %s}\n", t.TempDir(), name)))
@@ -237,7 +213,7 @@ func TestVantageFollowsItsProcessAndNeverProbesFromAStaleCgroup(t *testing.T) {
 
 	_ = p.Process.Kill()
 	_ = p.Wait()
-	p = sleeper(t, name)
+	p = testenv.Sleeper(t, name)
 	a.Add(p.Process.Pid)
 	testenv.WaitFor(t, 30*time.Second, "the vantage following the new PID", func() bool {
 		return strings.Contains(e.Log.String(), fmt.Sprintf("pid=%d", p.Process.Pid))
@@ -331,7 +307,7 @@ func TestCheckWithAVantageSaysWhetherTheDiskOrTheCgroupIsSlow(t *testing.T) {
 	dev, dir := testenv.RAMLoopExt4(t, 128<<20)
 	capped := testenv.ThrottleWrites(t, dev, 20)
 	name := fmt.Sprintf("vtg%d", rand.IntN(1e9))
-	p := sleeper(t, name)
+	p := testenv.Sleeper(t, name)
 	capped.Add(p.Process.Pid)
 	bin := testenv.Binary(t)
 	type verdicts struct {
