@@ -241,10 +241,21 @@ basicAuth:
      own app.kubernetes.io/name, so that the DaemonSet's Service, monitors and selectors
      (name and instance) never take them in. Arguments: (list $ "<component>"). */}}
 {{- define "diskprobe-exporter.componentSelectorLabels" -}}
-{{- $root := index . 0 }}
+{{- $root := index . 0 -}}
 app.kubernetes.io/name: {{ printf "%s-%s" (include "diskprobe-exporter.name" $root) (index . 1) | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/instance: {{ $root.Release.Name }}
 app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* The labels of the objects of such a component: not the DaemonSet's name, so that its
+     ServiceMonitor, which selects Services by name and instance, never takes in theirs.
+     Arguments: (list $ "<component>"). */}}
+{{- define "diskprobe-exporter.componentLabels" -}}
+{{- $root := index . 0 -}}
+helm.sh/chart: {{ printf "%s-%s" $root.Chart.Name $root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "diskprobe-exporter.componentSelectorLabels" . }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
 {{- end }}
 
 {{/* A name for an object of this release with a suffix, within max characters: cut and
@@ -303,8 +314,13 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if not (hasKey $limits "min_free") }}{{ $_ := set $limits "min_free" "100MiB" }}{{ end }}
 {{- $_ := set $target "limits" $limits }}
 {{- end }}
-# Rendered by the diskprobe-exporter chart from storageClasses ({{ .name }}).
-{{ toYaml (dict "targets" (list $target)) }}
+{{- "# Rendered by the diskprobe-exporter chart from storageClasses (" }}{{ .name }}).
+targets:
+  - name: {{ $target.name }}
+    path: {{ $target.path }}
+    {{- with omit $target "name" "path" }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end }}
 
 {{/* The storage classes the arrival prober visits: those with arrival true, when
