@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/diskprobe/diskprobe_exporter/config"
@@ -45,6 +46,7 @@ var valueSets = []struct {
 	{name: "raw device", files: []string{"testdata/rawdevice-values.yaml"}},
 	{name: "web config and PodMonitor", files: []string{"testdata/webconfig-values.yaml"}},
 	{name: "release name without diskprobe", set: []string{"fullnameOverride=node-disks"}},
+	{name: "storage classes", files: []string{"testdata/storageclasses-values.yaml"}},
 }
 
 // monitoringAPIs are the prometheus-operator kinds the chart renders only where the cluster
@@ -79,18 +81,25 @@ func templateArgs(release, chart string, files, set []string) []string {
 	return args
 }
 
-// decode splits helm template's output into documents and decodes each strictly.
+// decode splits helm template's output into documents and decodes each strictly. The
+// DaemonSet's own Service, monitors and NetworkPolicy (no app.kubernetes.io/component label)
+// are its fields of their kind; those of the storage classes and the arrival prober are in
+// the slices.
 func decode(t *testing.T, out string) *rendered {
 	t.Helper()
 	r := &rendered{configMaps: map[string]*corev1.ConfigMap{}}
 	for _, doc := range strings.Split(out, "\n---\n") {
 		var meta struct {
-			Kind string `json:"kind"`
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
 		}
 		if err := sigsyaml.Unmarshal([]byte(doc), &meta); err != nil {
 			t.Fatalf("rendered document is not YAML: %v\n%s", err, doc)
 		}
 		var obj any
+		component := meta.Metadata.Labels["app.kubernetes.io/component"] != ""
 		switch meta.Kind {
 		case "":
 			continue // a comment-only document
@@ -102,22 +111,56 @@ func decode(t *testing.T, out string) *rendered {
 			obj = cm
 			defer func() { r.configMaps[cm.Name] = cm }()
 		case "Service":
-			r.service = &corev1.Service{}
-			obj = r.service
+			svc := &corev1.Service{}
+			obj = svc
+			r.services = append(r.services, svc)
+			if !component {
+				r.service = svc
+			}
 		case "ServiceAccount":
-			obj = &corev1.ServiceAccount{}
+			sa := &corev1.ServiceAccount{}
+			obj = sa
+			r.serviceAccounts = append(r.serviceAccounts, sa)
 		case "ServiceMonitor":
-			r.serviceMonitor = &monitoringv1.ServiceMonitor{}
-			obj = r.serviceMonitor
+			sm := &monitoringv1.ServiceMonitor{}
+			obj = sm
+			r.serviceMonitors = append(r.serviceMonitors, sm)
+			if !component {
+				r.serviceMonitor = sm
+			}
 		case "PodMonitor":
-			r.podMonitor = &monitoringv1.PodMonitor{}
-			obj = r.podMonitor
+			pm := &monitoringv1.PodMonitor{}
+			obj = pm
+			r.podMonitors = append(r.podMonitors, pm)
+			if !component {
+				r.podMonitor = pm
+			}
 		case "PrometheusRule":
 			r.rule = &monitoringv1.PrometheusRule{}
 			obj = r.rule
 		case "NetworkPolicy":
-			r.networkPolicy = &networkingv1.NetworkPolicy{}
-			obj = r.networkPolicy
+			np := &networkingv1.NetworkPolicy{}
+			obj = np
+			r.networkPolicies = append(r.networkPolicies, np)
+			if !component {
+				r.networkPolicy = np
+			}
+		case "StatefulSet":
+			sts := &appsv1.StatefulSet{}
+			obj = sts
+			r.statefulSets = append(r.statefulSets, sts)
+		case "Deployment":
+			d := &appsv1.Deployment{}
+			obj = d
+			r.deployments = append(r.deployments, d)
+		case "Role":
+			role := &rbacv1.Role{}
+			obj = role
+			r.roles = append(r.roles, role)
+		case "RoleBinding":
+			rb := &rbacv1.RoleBinding{}
+			obj = rb
+			r.roleBindings = append(r.roleBindings, rb)
 		default:
 			t.Fatalf("the chart renders a %s, which the test does not know", meta.Kind)
 		}
@@ -139,6 +182,17 @@ type rendered struct {
 	podMonitor     *monitoringv1.PodMonitor
 	rule           *monitoringv1.PrometheusRule
 	networkPolicy  *networkingv1.NetworkPolicy
+
+	// Every object of its kind, the storage classes' and the arrival prober's included.
+	services        []*corev1.Service
+	serviceAccounts []*corev1.ServiceAccount
+	serviceMonitors []*monitoringv1.ServiceMonitor
+	podMonitors     []*monitoringv1.PodMonitor
+	networkPolicies []*networkingv1.NetworkPolicy
+	statefulSets    []*appsv1.StatefulSet
+	deployments     []*appsv1.Deployment
+	roles           []*rbacv1.Role
+	roleBindings    []*rbacv1.RoleBinding
 }
 
 func helm(t *testing.T, args ...string) string {
@@ -190,17 +244,17 @@ func TestChartLintsAndRendersForEveryValuesFile(t *testing.T) {
 // exporterConfigParses feeds the rendered diskprobe.yml to the exporter's own parser.
 func exporterConfigParses(t *testing.T, r *rendered) {
 	t.Helper()
-	var data string
+	n := 0
 	for _, cm := range r.configMaps {
-		if d, ok := cm.Data["diskprobe.yml"]; ok {
-			data = d
+		if data, ok := cm.Data["diskprobe.yml"]; ok {
+			n++
+			if _, err := config.Parse([]byte(data), "diskprobe.yml"); err != nil {
+				t.Errorf("the exporter refuses the rendered configuration of ConfigMap %s: %v\n%s", cm.Name, err, data)
+			}
 		}
 	}
-	if data == "" {
+	if n == 0 {
 		t.Fatal("no ConfigMap holds diskprobe.yml")
-	}
-	if _, err := config.Parse([]byte(data), "diskprobe.yml"); err != nil {
-		t.Errorf("the exporter refuses the rendered configuration: %v\n%s", err, data)
 	}
 }
 
