@@ -205,10 +205,13 @@ func TestStorageClassPodsAreScrapedWithTheClassLabels(t *testing.T) {
 			relabelings, selector = m.Spec.PodMetricsEndpoints[0].RelabelConfigs, m.Spec.Selector.MatchLabels
 		} else {
 			m := monitorNamed(t, r.serviceMonitors, "probe-diskprobe-exporter-storageclasses")
-			relabelings, selector = m.Spec.Endpoints[0].RelabelConfigs, m.Spec.Selector.MatchLabels
+			relabelings = m.Spec.Endpoints[0].RelabelConfigs
 			svc := serviceNamed(t, r, "probe-diskprobe-exporter-storageclasses")
 			if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 				t.Errorf("the class Service is not headless")
+			}
+			if !labelsMatch(m.Spec.Selector.MatchLabels, svc.Labels) {
+				t.Errorf("the class ServiceMonitor selects %v, not the class Service (%v)", m.Spec.Selector.MatchLabels, svc.Labels)
 			}
 			if r.serviceMonitor != nil && labelsMatch(r.serviceMonitor.Spec.Selector.MatchLabels, svc.Labels) {
 				t.Errorf("the DaemonSet's ServiceMonitor selects the class Service: the class pods would be scraped twice")
