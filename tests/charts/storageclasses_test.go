@@ -447,6 +447,7 @@ func TestStorageClassEntryMistakesFailNamingTheField(t *testing.T) {
 		{"storageClasses: [{name: fast, volumeMode: Block, target: {fsync: {}}}]", "target.fsync"},
 		{"storageClasses: [{name: fast, target: {path: /x}}]", "target.path"},
 		{"storageClasses: [{name: fast}, {name: fast}]", "fast is listed twice"},
+		{"storageClasses: [{name: a.b}, {name: a-b}]", "a.b and a-b make the same object name"},
 	} {
 		t.Run(c.values, func(t *testing.T) {
 			_, stderr, err := helmRun(t, templateArgs("probe", chartDir, []string{writeValues(t, c.values+"\n")}, nil)...)
