@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"regexp"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,7 +57,7 @@ func addArrivalCommand(app *kingpin.Application) *arrivalCommand {
 	c.interval = cmd.Flag("interval", "How often each class is probed; the classes' attempts are staggered over it.").Default("10m").Duration()
 	c.timeout = cmd.Flag("timeout", "How long each stage may take (bound, running, written, deleted) before the attempt fails at it.").Default("5m").Duration()
 	c.size = cmd.Flag("size", "The PVC's storage request, as Kubernetes writes quantities.").Default("1Gi").String()
-	c.accessMode = cmd.Flag("access-mode", "The PVC's access mode: ReadWriteOnce, ReadWriteOncePod or ReadWriteMany.").Default("ReadWriteOnce").Enum("ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany")
+	c.accessMode = cmd.Flag("access-mode", "The PVC's access mode: ReadWriteOnce, ReadWriteOncePod or ReadWriteMany.").Default("ReadWriteOnce").String()
 	c.namespace = cmd.Flag("namespace", "Where the PVCs and pods are made (default: the pod's own, from the service account).").String()
 	c.image = cmd.Flag("image", "The image the writer pod runs: this exporter's, which has "+arrival.WriterCommand[0]+".").Required().String()
 	c.ownerName = cmd.Flag("owner-pod-name", "The pod this runs in (the downward API's metadata.name): what is made gets an owner reference to it, and goes when it goes. With --owner-pod-uid.").String()
@@ -77,6 +78,8 @@ func addArrivalCommand(app *kingpin.Application) *arrivalCommand {
 // suffix; the exponent forms are left out).
 var quantity = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$`)
 
+var accessModes = []string{"ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"}
+
 // check refuses, as usage errors, flags the command cannot work with.
 func (c *arrivalCommand) check() error {
 	switch {
@@ -86,6 +89,10 @@ func (c *arrivalCommand) check() error {
 		return fmt.Errorf("--timeout=%s: must be positive", *c.timeout)
 	case !quantity.MatchString(*c.size):
 		return fmt.Errorf("--size=%q: not a quantity (1Gi, 500Mi, 10G)", *c.size)
+	case !slices.Contains(accessModes, *c.accessMode):
+		// Not kingpin's Enum: its error does not name the flag. ReadOnlyMany is not
+		// offered: the writer writes.
+		return fmt.Errorf("--access-mode=%s: one of %s", *c.accessMode, strings.Join(accessModes, ", "))
 	case (*c.ownerName == "") != (*c.ownerUID == ""):
 		return errors.New("--owner-pod-name and --owner-pod-uid go together")
 	}
@@ -199,7 +206,7 @@ func addArrivalWriteCommand(app *kingpin.Application) (string, *string) {
 func runArrivalWrite(dir string) int {
 	took, err := arrival.Write(dir)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "arrival-write: %s: %v\n", dir, err)
+		fmt.Fprintf(os.Stderr, "arrival-write: %v\n", err)
 		return 1
 	}
 	fmt.Println(arrival.WriteLine(dir, took))
