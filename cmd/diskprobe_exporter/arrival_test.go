@@ -35,7 +35,8 @@ func TestArrivalWriteReadOnly(t *testing.T) {
 	}
 	_, errOut, code := runMain(t, "arrival-write", dir)
 	want := filepath.Join(dir, ".diskprobe-arrival")
-	if code != 1 || !strings.Contains(errOut, want) || !(strings.Contains(errOut, "read-only file system") || strings.Contains(errOut, "permission denied")) {
+	saysWhy := strings.Contains(errOut, "read-only file system") || strings.Contains(errOut, "permission denied")
+	if code != 1 || !strings.Contains(errOut, want) || !saysWhy {
 		t.Errorf("arrival-write on a read-only directory: exit %d, stderr %q; want 1 and the reason naming %s", code, errOut, want)
 	}
 }
