@@ -1,4 +1,4 @@
-// Package arrival measures how long a volume of a StorageClass takes to arrive: on a
+// Package arrival measures how long a volume of a storage class takes to arrive: on a
 // schedule it creates a small PVC of each class and a pod that writes to it once, times
 // the PVC Bound, the pod's container started and the pod Succeeded, deletes both and times
 // the PVC gone, and exports those times and the failures by stage.
@@ -315,7 +315,7 @@ func mayExist(err error) bool {
 }
 
 // deleteAndWait deletes the pod and the PVC and waits until the PVC is gone (the PV
-// would need a ClusterRole to be seen).
+// would need a cluster-wide role to be seen).
 func (p *Prober) deleteAndWait(ctx context.Context, name string) error {
 	ns := p.cfg.Namespace
 	if err := p.api.DeletePod(ctx, ns, name); err != nil {
@@ -516,7 +516,7 @@ func (p *Prober) claim(class, name string) *kubeapi.PersistentVolumeClaim {
 }
 
 // pod is the writer: the image's own binary writing 4 KiB to the volume, with the
-// chart's DaemonSet container's security context (root with every capability dropped,
+// chart's daemon set container's security context (root with every capability dropped,
 // so that it can write in a volume's root directory owned by root).
 func (p *Prober) pod(class, name string) *kubeapi.Pod {
 	root, no, yes, grace := int64(0), false, true, int64(1)

@@ -27,7 +27,7 @@ import (
 // can run on one host.
 const defaultArrivalListen = ":10053"
 
-// arrivalCommand is `diskprobe_exporter arrival`: how long a volume of each StorageClass
+// arrivalCommand is `diskprobe_exporter arrival`: how long a volume of each storage class
 // takes to arrive, from inside a Kubernetes cluster.
 type arrivalCommand struct {
 	name          string
@@ -48,7 +48,7 @@ type arrivalCommand struct {
 var arrivalReads = []string{"web.listen-address", "web.systemd-socket", "web.config.file", "web.telemetry-path", "web.enable-pprof", "web.max-connections", "log.level", "log.format"}
 
 func addArrivalCommand(app *kingpin.Application) *arrivalCommand {
-	cmd := app.Command("arrival", "Measure how long a volume of each StorageClass takes to arrive, from a pod of a Kubernetes cluster: "+
+	cmd := app.Command("arrival", "Measure how long a volume of each storage class takes to arrive, from a pod of a Kubernetes cluster: "+
 		"once per --interval, create a PVC of the class and a pod of --image writing 4KiB to it (arrival-write), time the PVC Bound, the pod running and the pod Succeeded, delete both and time the PVC gone; "+
 		"serve the times and the failures by stage on /metrics (port 10053 unless --web.listen-address). "+
 		"Needs the service account's rights in --namespace: persistentvolumeclaims and pods create, get, list, delete; events list.")
@@ -90,7 +90,7 @@ func (c *arrivalCommand) check() error {
 	case !quantity.MatchString(*c.size):
 		return fmt.Errorf("--size=%q: not a quantity (1Gi, 500Mi, 10G)", *c.size)
 	case !slices.Contains(accessModes, *c.accessMode):
-		// Not kingpin's Enum: its error does not name the flag. ReadOnlyMany is not
+		// Not kingpin's Enum: its error does not name the flag. Read-only-many is not
 		// offered: the writer writes.
 		return fmt.Errorf("--access-mode=%s: one of %s", *c.accessMode, strings.Join(accessModes, ", "))
 	case (*c.ownerName == "") != (*c.ownerUID == ""):

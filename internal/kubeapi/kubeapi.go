@@ -207,7 +207,7 @@ func (c *Client) ListEvents(ctx context.Context, namespace, name string) ([]Even
 	return out.Items, c.do(ctx, http.MethodGet, namespaced(namespace, "events"), q, nil, &out)
 }
 
-// backgroundDelete is the DeleteOptions of every delete: return at once, dependents
+// backgroundDelete is the delete options of every delete: return at once, dependents
 // collected in the background.
 var backgroundDelete = map[string]any{"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
 

@@ -92,7 +92,7 @@ type Container struct {
 	VolumeMounts    []VolumeMount        `json:"volumeMounts,omitempty"`
 	Resources       ResourceRequirements `json:"resources,omitzero"`
 	SecurityContext *SecurityContext     `json:"securityContext,omitempty"`
-	// FallbackToLogsOnError: a container that fails without a termination message has
+	// Falling back to the logs on error: a container that fails without a termination message has
 	// its log's tail as one, so that the pod's status says why.
 	TerminationMessagePolicy string `json:"terminationMessagePolicy,omitempty"`
 }
@@ -129,7 +129,7 @@ type Capabilities struct {
 	Drop []string `json:"drop,omitempty"`
 }
 
-// SeccompProfile is a container's seccomp profile ("RuntimeDefault").
+// SeccompProfile is a container's seccomp profile (the runtime's default).
 type SeccompProfile struct {
 	Type string `json:"type"`
 }
@@ -156,8 +156,8 @@ type ContainerState struct {
 	Terminated *ContainerStateTerminated `json:"terminated,omitempty"`
 }
 
-// ContainerStateWaiting says why a container has not started (ContainerCreating,
-// ErrImagePull, CreateContainerConfigError…).
+// ContainerStateWaiting says why a container has not started (its volume not mounted
+// yet, its image not pulled, its configuration refused…).
 type ContainerStateWaiting struct {
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
