@@ -59,9 +59,9 @@ func InCluster(dir string) (*Client, string, error) {
 	if b, err := os.ReadFile(filepath.Join(dir, "namespace")); err == nil {
 		namespace = strings.TrimSpace(string(b))
 	}
+	// HTTPS_PROXY and NO_PROXY are honoured, as client-go does.
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	transport.Proxy = nil // the API server is reached directly, as client-go does in a pod
 	return &Client{
 		base:      "https://" + net.JoinHostPort(host, port),
 		tokenFile: tokenFile,
@@ -115,6 +115,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "diskprobe_exporter-arrival")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
