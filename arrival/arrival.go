@@ -188,11 +188,10 @@ func (p *Prober) attempt(ctx context.Context, class string) {
 		// context of its own, since ctx may be what ended.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupWait)
 		defer cancel()
-		if !made.pod && !made.pvc {
-			return
-		}
-		if err := p.api.DeletePod(dctx, ns, name); err != nil {
-			p.logger.Warn("arrival: cannot delete the writer pod", "storage_class", class, "pod", name, "err", err)
+		if made.pod {
+			if err := p.api.DeletePod(dctx, ns, name); err != nil {
+				p.logger.Warn("arrival: cannot delete the writer pod", "storage_class", class, "pod", name, "err", err)
+			}
 		}
 		if !made.pvc {
 			return

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/diskprobe/diskprobe_exporter/internal/kubeapi"
+	"github.com/diskprobe/diskprobe_exporter/internal/kubeapi/kubeapitest"
 )
 
 const class = "fast-local"
@@ -39,12 +40,9 @@ func (s *syncBuffer) String() string {
 
 // newProber is a prober of class against f, polling every 10 ms, each stage bounded by
 // timeout.
-func newProber(t *testing.T, f *fakeAPI, timeout time.Duration) (*Prober, *syncBuffer) {
+func newProber(t *testing.T, f *kubeapitest.Fake, timeout time.Duration) (*Prober, *syncBuffer) {
 	t.Helper()
-	client, namespace := f.serve(t)
-	if namespace != "probes" {
-		t.Fatalf("namespace %q from the service account's file, want probes", namespace)
-	}
+	client := f.Client(t, f.Serve(t))
 	var log syncBuffer
 	p, err := New(client, Config{
 		Classes:    []string{class},
@@ -52,7 +50,7 @@ func newProber(t *testing.T, f *fakeAPI, timeout time.Duration) (*Prober, *syncB
 		Timeout:    timeout,
 		Size:       "1Gi",
 		AccessMode: "ReadWriteOnce",
-		Namespace:  namespace,
+		Namespace:  kubeapitest.Namespace,
 		Image:      "diskprobe/diskprobe_exporter:test",
 		Owner:      &kubeapi.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "arrival-0", UID: "owner-uid"},
 		Poll:       10 * time.Millisecond,
@@ -76,9 +74,9 @@ func (p *Prober) failuresAt(stage string) float64 {
 // The success path: four observations, no failure, a last-success time, both objects
 // deleted, the pod as the contract says.
 func TestAttemptObservesEveryStage(t *testing.T) {
-	f := newFakeAPI()
-	f.pvcPhase = func(gets int) string { return map[bool]string{true: "Bound", false: "Pending"}[gets > 2] }
-	f.podStatus = func(gets int) kubeapi.PodStatus {
+	f := kubeapitest.New()
+	f.PVCPhase = func(gets int) string { return map[bool]string{true: "Bound", false: "Pending"}[gets > 2] }
+	f.PodStatus = func(gets int) kubeapi.PodStatus {
 		switch {
 		case gets < 2:
 			return kubeapi.PodStatus{Phase: "Pending"}
@@ -87,7 +85,7 @@ func TestAttemptObservesEveryStage(t *testing.T) {
 		}
 		return kubeapi.PodStatus{Phase: "Succeeded"}
 	}
-	f.goneAfter = 2
+	f.GoneAfter = 2
 	p, log := newProber(t, f, 10*time.Second)
 	p.attempt(context.Background(), class)
 
@@ -107,20 +105,20 @@ func TestAttemptObservesEveryStage(t *testing.T) {
 	if v := testutil.ToFloat64(p.metrics.lastSuccess.WithLabelValues(class)); v < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Errorf("last success %v, want about now", v)
 	}
-	if f.remaining() != 0 {
-		t.Errorf("%d objects left after the attempt", f.remaining())
+	if f.Remaining() != 0 {
+		t.Errorf("%d objects left after the attempt", f.Remaining())
 	}
-	if !f.tokens["Bearer token-1"] {
-		t.Errorf("requests carried %v, want the service account's token", f.tokens)
+	if !f.SawToken(kubeapitest.Token) {
+		t.Error("no request carried the service account's token")
 	}
 
-	pod := f.lastPod
+	pod := f.LastPod()
 	name := pod.Metadata.Name
 	if !strings.HasPrefix(name, "diskprobe-arrival-fast-local-") || len(name) != len("diskprobe-arrival-fast-local-")+5 {
 		t.Errorf("object name %q", name)
 	}
-	if !slices.Equal(f.created, []string{"pvc/" + name, "pod/" + name}) {
-		t.Errorf("created %v", f.created)
+	if created := f.Created(); !slices.Equal(created, []string{"pvc/" + name, "pod/" + name}) {
+		t.Errorf("created %v", created)
 	}
 	c := pod.Spec.Containers[0]
 	sc := c.SecurityContext
@@ -142,11 +140,11 @@ func TestAttemptObservesEveryStage(t *testing.T) {
 
 // A PVC that never binds: a failure at bound, its last event in the log, both deleted.
 func TestAttemptPVCNeverBound(t *testing.T) {
-	f := newFakeAPI()
-	f.pvcPhase = func(int) string { return "Pending" }
-	f.podStatus = func(int) kubeapi.PodStatus { return kubeapi.PodStatus{Phase: "Pending"} }
+	f := kubeapitest.New()
+	f.PVCPhase = func(int) string { return "Pending" }
+	f.PodStatus = func(int) kubeapi.PodStatus { return kubeapi.PodStatus{Phase: "Pending"} }
 	older, newer := time.Now().Add(-time.Minute), time.Now()
-	f.events = []kubeapi.Event{
+	f.Events = []kubeapi.Event{
 		{Type: "Warning", Reason: "ProvisioningFailed", Message: "storageclass.storage.k8s.io \"fast-local\" not found", LastTimestamp: &newer},
 		{Type: "Normal", Reason: "WaitForFirstConsumer", Message: "waiting for first consumer", LastTimestamp: &older},
 	}
@@ -159,8 +157,8 @@ func TestAttemptPVCNeverBound(t *testing.T) {
 	if n := p.observations(StageBound); n != 0 {
 		t.Errorf("bound observed %d times, want 0", n)
 	}
-	name := f.lastPod.Metadata.Name
-	if d := f.deletes(); !slices.Contains(d, "pvc/"+name) || !slices.Contains(d, "pod/"+name) {
+	name := f.LastPod().Metadata.Name
+	if d := f.Deletes(); !slices.Contains(d, "pvc/"+name) || !slices.Contains(d, "pod/"+name) {
 		t.Errorf("deleted %v, want the PVC and the pod", d)
 	}
 	for _, want := range []string{"stage=bound", "storage_class=" + class, "ProvisioningFailed", "not found", "PVC Pending"} {
@@ -175,8 +173,8 @@ func TestAttemptPVCNeverBound(t *testing.T) {
 
 // The writer fails: running observed, a failure at written with its message.
 func TestAttemptPodFailed(t *testing.T) {
-	f := newFakeAPI()
-	f.podStatus = func(int) kubeapi.PodStatus {
+	f := kubeapitest.New()
+	f.PodStatus = func(int) kubeapi.PodStatus {
 		return kubeapi.PodStatus{Phase: "Failed", ContainerStatuses: []kubeapi.ContainerStatus{{Name: "writer", State: kubeapi.ContainerState{
 			Terminated: &kubeapi.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "arrival-write: create /volume/.diskprobe-arrival: read-only file system"},
 		}}}}
@@ -198,8 +196,8 @@ func TestAttemptPodFailed(t *testing.T) {
 			t.Errorf("log does not say %q:\n%s", want, log)
 		}
 	}
-	name := f.lastPod.Metadata.Name
-	if d := f.deletes(); !slices.Contains(d, "pvc/"+name) || !slices.Contains(d, "pod/"+name) {
+	name := f.LastPod().Metadata.Name
+	if d := f.Deletes(); !slices.Contains(d, "pvc/"+name) || !slices.Contains(d, "pod/"+name) {
 		t.Errorf("deleted %v, want the PVC and the pod", d)
 	}
 }
@@ -207,8 +205,8 @@ func TestAttemptPodFailed(t *testing.T) {
 // A create the API server refuses: a failure at create with its message, nothing deleted
 // (nothing was made).
 func TestAttemptCreateRefused(t *testing.T) {
-	f := newFakeAPI()
-	f.refusePVC = true
+	f := kubeapitest.New()
+	f.RefusePVC = true
 	p, log := newProber(t, f, 5*time.Second)
 	p.attempt(context.Background(), class)
 
@@ -220,15 +218,15 @@ func TestAttemptCreateRefused(t *testing.T) {
 			t.Errorf("log does not say %q:\n%s", want, log)
 		}
 	}
-	if d := f.deletes(); len(d) != 0 || len(f.created) != 0 {
-		t.Errorf("created %v, deleted %v; want nothing", f.created, d)
+	if d, c := f.Deletes(), f.Created(); len(d) != 0 || len(c) != 0 {
+		t.Errorf("created %v, deleted %v; want nothing", c, d)
 	}
 }
 
 // SIGTERM mid-attempt: both objects deleted, no failure counted, Run returns.
 func TestCancelDeletesTheAttemptsObjects(t *testing.T) {
-	f := newFakeAPI()
-	f.pvcPhase = func(int) string { return "Pending" }
+	f := kubeapitest.New()
+	f.PVCPhase = func(int) string { return "Pending" }
 	p, log := newProber(t, f, time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -238,10 +236,7 @@ func TestCancelDeletesTheAttemptsObjects(t *testing.T) {
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		f.mu.Lock()
-		waiting := f.gets["pvc/"+nameOf(f)] > 1
-		f.mu.Unlock()
-		if waiting {
+		if pod := f.LastPod(); pod != nil && f.Gets("pvc/"+pod.Metadata.Name) > 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -255,8 +250,8 @@ func TestCancelDeletesTheAttemptsObjects(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after its context ended")
 	}
-	if f.remaining() != 1 || len(f.deletes()) != 2 { // the PVC is marked deleted, as a real one with its finalizer
-		t.Errorf("after cancel: deleted %v, %d objects left", f.deletes(), f.remaining())
+	if f.Remaining() != 1 || len(f.Deletes()) != 2 { // the PVC is marked deleted, as a real one with its finalizer
+		t.Errorf("after cancel: deleted %v, %d objects left", f.Deletes(), f.Remaining())
 	}
 	for _, stage := range allStages {
 		if n := p.failuresAt(stage); n != 0 {
@@ -268,28 +263,21 @@ func TestCancelDeletesTheAttemptsObjects(t *testing.T) {
 	}
 }
 
-func nameOf(f *fakeAPI) string {
-	if f.lastPod == nil {
-		return ""
-	}
-	return f.lastPod.Metadata.Name
-}
-
 // At start, the objects a crashed run left (ours: owned by this pod or by none) are
 // deleted; another owner's are not.
 func TestRunDeletesLeftovers(t *testing.T) {
-	f := newFakeAPI()
+	f := kubeapitest.New()
 	labels := map[string]string{ComponentLabel: Component, ClassLabel: class}
 	other := []kubeapi.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "other", UID: "other-uid"}}
 	mine := []kubeapi.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "arrival-0", UID: "owner-uid"}}
-	f.pvcs["diskprobe-arrival-fast-local-aaaaa"] = &kubeapi.PersistentVolumeClaim{Metadata: kubeapi.ObjectMeta{Name: "diskprobe-arrival-fast-local-aaaaa", Labels: labels, OwnerReferences: mine}}
-	f.pods["diskprobe-arrival-fast-local-aaaaa"] = &kubeapi.Pod{Metadata: kubeapi.ObjectMeta{Name: "diskprobe-arrival-fast-local-aaaaa", Labels: labels}}
-	f.pvcs["diskprobe-arrival-fast-local-bbbbb"] = &kubeapi.PersistentVolumeClaim{Metadata: kubeapi.ObjectMeta{Name: "diskprobe-arrival-fast-local-bbbbb", Labels: labels, OwnerReferences: other}}
-	f.pvcs["somebody-elses"] = &kubeapi.PersistentVolumeClaim{Metadata: kubeapi.ObjectMeta{Name: "somebody-elses", Labels: map[string]string{ComponentLabel: Component}}}
+	f.AddPVC(kubeapi.PersistentVolumeClaim{Metadata: kubeapi.ObjectMeta{Name: "diskprobe-arrival-fast-local-aaaaa", Labels: labels, OwnerReferences: mine}})
+	f.AddPod(kubeapi.Pod{Metadata: kubeapi.ObjectMeta{Name: "diskprobe-arrival-fast-local-aaaaa", Labels: labels}})
+	f.AddPVC(kubeapi.PersistentVolumeClaim{Metadata: kubeapi.ObjectMeta{Name: "diskprobe-arrival-fast-local-bbbbb", Labels: labels, OwnerReferences: other}})
+	f.AddPVC(kubeapi.PersistentVolumeClaim{Metadata: kubeapi.ObjectMeta{Name: "somebody-elses", Labels: map[string]string{ComponentLabel: Component}}})
 	p, _ := newProber(t, f, time.Minute)
 	p.deleteLeftovers(context.Background())
 
-	got := f.deletes()
+	got := f.Deletes()
 	slices.Sort(got)
 	want := []string{"pod/diskprobe-arrival-fast-local-aaaaa", "pvc/diskprobe-arrival-fast-local-aaaaa"}
 	if !slices.Equal(got, want) {

@@ -1,13 +1,97 @@
 package main
 
 import (
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/diskprobe/diskprobe_exporter/internal/kubeapi"
+	"github.com/diskprobe/diskprobe_exporter/internal/kubeapi/kubeapitest"
 )
+
+// The arrival command against a fake API server: it serves every class's series, times an
+// attempt of the first class (the second's is half an --interval later), and exits 0 on
+// SIGTERM. A diagnostic of the wiring; the cluster tier runs it against a real cluster.
+func TestArrivalCommandServesItsMetrics(t *testing.T) {
+	f := kubeapitest.New()
+	f.PVCPhase = func(gets int) string { return map[bool]string{true: "Bound", false: "Pending"}[gets > 1] }
+	f.PodStatus = func(gets int) kubeapi.PodStatus {
+		return kubeapi.PodStatus{Phase: map[bool]string{true: "Succeeded", false: "Running"}[gets > 1]}
+	}
+	dir := f.Serve(t) // and the environment, which the command inherits
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+
+	args := "arrival --storage-class=fast --storage-class=slow --image=img --interval=1h --timeout=1m" +
+		" --owner-pod-name=arrival-0 --owner-pod-uid=uid-0 --kubernetes.service-account-dir=" + dir + " --web.listen-address=" + addr
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "DISKPROBE_TEST_RUN_MAIN=1", "DISKPROBE_TEST_ARGS="+args)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+
+	want := []string{
+		`diskprobe_storageclass_arrival_seconds_count{stage="deleted",storage_class="fast"} 1`,
+		`diskprobe_storageclass_arrival_seconds_count{stage="bound",storage_class="slow"} 0`,
+		`diskprobe_storageclass_arrival_failures_total{stage="create",storage_class="slow"} 0`,
+		`diskprobe_storageclass_arrival_attempts_total{storage_class="fast"} 1`,
+	}
+	var metrics string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			metrics = string(b)
+		}
+		missing := false
+		for _, w := range want {
+			missing = missing || !strings.Contains(metrics, w+"\n")
+		}
+		if !missing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics has not %q after 60s:\n%s\nstderr:\n%s", want, metrics, stderr.String())
+		}
+	}
+	if pod := f.LastPod(); pod == nil || !pod.Metadata.OwnedBy("uid-0") {
+		t.Errorf("the writer pod %+v has no owner reference to --owner-pod-uid", pod)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("arrival after SIGTERM: %v; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("arrival still running 30s after SIGTERM; stderr:\n%s", stderr.String())
+	}
+}
 
 // The writer pod's command: one line, exit 0, nothing left in the directory.
 func TestArrivalWrite(t *testing.T) {
