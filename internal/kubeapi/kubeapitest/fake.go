@@ -256,14 +256,14 @@ func (f *Fake) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// AddPVC and AddPod put objects in the fake as a crashed run would have left them.
+// AddPVC puts a PVC in the fake, as a crashed run would have left it.
 func (f *Fake) AddPVC(c kubeapi.PersistentVolumeClaim) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pvcs[c.Metadata.Name] = &c
 }
 
-// AddPod: see AddPVC.
+// AddPod puts a pod in the fake, as a crashed run would have left it.
 func (f *Fake) AddPod(p kubeapi.Pod) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
