@@ -79,7 +79,14 @@ func main() {
 
 	check := addCheckCommand(app)
 	cleanup := addCleanupCommand(app)
-	scopeAppFlags(app, map[string][]string{check.name: {"path.procfs", "path.sysfs"}, cleanup.name: {"config.file"}})
+	arrivalCmd := addArrivalCommand(app)
+	arrivalWrite, arrivalWriteDir := addArrivalWriteCommand(app)
+	scopeAppFlags(app, map[string][]string{
+		check.name:      {"path.procfs", "path.sysfs"},
+		cleanup.name:    {"config.file"},
+		arrivalCmd.name: arrivalReads,
+		arrivalWrite:    {},
+	})
 
 	cmd, err := app.Parse(os.Args[1:])
 	if err == nil {
@@ -99,6 +106,10 @@ func main() {
 		os.Exit(check.run(paths))
 	case cleanup.name:
 		os.Exit(cleanup.run(*configFile))
+	case arrivalCmd.name:
+		os.Exit(arrivalCmd.run(httpOpts, toolkitFlags, logger))
+	case arrivalWrite:
+		os.Exit(runArrivalWrite(*arrivalWriteDir))
 	case serve.FullCommand():
 	}
 
@@ -279,27 +290,7 @@ func run(configFile string, paths device.Paths, httpOpts httpOptions, toolkitFla
 		shutdown()
 		return 1
 	}
-	limit := newConnLimit(httpOpts.maxConnections)
-	server := &http.Server{
-		Handler: handler,
-		// A slow or oversized client must not tie up the server.
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		// Longer than the scrape intervals people use (15 s to 1 min; Prometheus keeps its
-		// own idle connections 5 min), so that a scrape reuses its connection instead of
-		// paying a TCP handshake, and a TLS one, each time. The connection cap, not this,
-		// bounds what idle connections cost: at the cap the longest idle one is closed.
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: 64 << 10,
-		ConnState:      limit.ConnState,
-	}
-	limited := make([]net.Listener, len(listeners))
-	for i, l := range listeners {
-		limited[i] = limit.Listener(l)
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- web.ServeMultiple(limited, server, toolkitFlags, logger) }()
+	server, serveErr := startServer(listeners, handler, httpOpts, toolkitFlags, logger)
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
@@ -328,4 +319,31 @@ func run(configFile string, paths device.Paths, httpOpts httpOptions, toolkitFla
 			return 0
 		}
 	}
+}
+
+// startServer serves handler on listeners, held to --web.max-connections, with the
+// toolkit's TLS and authentication (--web.config.file); the channel answers when it fails.
+func startServer(listeners []net.Listener, handler http.Handler, httpOpts httpOptions, toolkitFlags *web.FlagConfig, logger *slog.Logger) (*http.Server, <-chan error) {
+	limit := newConnLimit(httpOpts.maxConnections)
+	server := &http.Server{
+		Handler: handler,
+		// A slow or oversized client must not tie up the server.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		// Longer than the scrape intervals people use (15 s to 1 min; Prometheus keeps its
+		// own idle connections 5 min), so that a scrape reuses its connection instead of
+		// paying a TCP handshake, and a TLS one, each time. The connection cap, not this,
+		// bounds what idle connections cost: at the cap the longest idle one is closed.
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ConnState:      limit.ConnState,
+	}
+	limited := make([]net.Listener, len(listeners))
+	for i, l := range listeners {
+		limited[i] = limit.Listener(l)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- web.ServeMultiple(limited, server, toolkitFlags, logger) }()
+	return server, serveErr
 }

@@ -2,14 +2,17 @@ package docs
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/diskprobe/diskprobe_exporter/arrival"
 	"github.com/diskprobe/diskprobe_exporter/collector"
 	"github.com/diskprobe/diskprobe_exporter/tests/framework"
 )
@@ -78,6 +81,22 @@ func TestMetricsReferenceIsWhatTheExporterExposes(t *testing.T) {
 		if strings.HasPrefix(name, "diskprobe_") {
 			exposed[name] = f
 		}
+	}
+	// The arrival command runs against a Kubernetes API server only: its metrics are
+	// gathered from the registry it builds (every class's series exist from the start).
+	arrivalReg := prometheus.NewRegistry()
+	if _, err := arrival.New(nil, arrival.Config{Classes: []string{"docs"}}, arrivalReg, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	arrivalFamilies, err := arrivalReg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range arrivalFamilies {
+		exposed[f.GetName()] = f
+	}
+	for _, n := range arrival.MetricNames() {
+		registered[n] = true
 	}
 	defer func() {
 		if t.Failed() {

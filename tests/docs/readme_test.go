@@ -102,7 +102,7 @@ func TestFlagsTheReadmeUsesAreTheBinarys(t *testing.T) {
 	for _, l := range lines {
 		fields := strings.Fields(l)
 		cmd := "serve"
-		if len(fields) > 1 && slices.Contains([]string{"check", "cleanup"}, fields[1]) {
+		if len(fields) > 1 && slices.Contains([]string{"check", "cleanup", "arrival"}, fields[1]) {
 			cmd = fields[1]
 		}
 		for _, m := range flagRE.FindAllStringSubmatch(l, -1) {
@@ -116,7 +116,7 @@ func TestFlagsTheReadmeUsesAreTheBinarys(t *testing.T) {
 	// A flag quoted on its own (`--json`) belongs to one of the commands.
 	for _, span := range codeSpans(readme) {
 		if m := regexp.MustCompile(`^(--[a-z][a-z0-9.-]*)`).FindStringSubmatch(span); m != nil {
-			if !helpLists(helpOf("serve")+helpOf("check")+helpOf("cleanup"), m[1]) {
+			if !helpLists(helpOf("serve")+helpOf("check")+helpOf("cleanup")+helpOf("arrival"), m[1]) {
 				t.Errorf("README.md quotes %s, which no command's --help lists", m[1])
 			}
 		}
@@ -133,7 +133,7 @@ func TestFlagsTheReadmeUsesAreTheBinarys(t *testing.T) {
 }
 
 // helpReader returns the --help of a diskprobe_exporter command ("serve", "check",
-// "cleanup"), run once each.
+// "cleanup", "arrival"), run once each.
 func helpReader(t *testing.T) func(cmd string) string {
 	bin := testenv.Binary(t)
 	help := map[string]string{}
