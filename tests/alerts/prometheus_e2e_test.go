@@ -243,6 +243,7 @@ var dashboardQueriesEmptyByDesign = map[string]string{
 	`diskprobe-target.json: panel "Target" C`:                                      "a volume block",
 	`diskprobe-target.json: panel "Target" D`:                                      "a capped device",
 	// The storage classes' row: the chart's probes of a StorageClass and its arrival prober.
+	`diskprobe-fleet.json: variable storage_class`:                                                   "a StorageClass probe",
 	`diskprobe-fleet.json: panel "fdatasync p99 of class $storage_class by node" A`:                  "a StorageClass probe",
 	`diskprobe-fleet.json: panel "Time for a new volume to arrive, by class and stage (p50, p90)" A`: "the arrival prober",
 	`diskprobe-fleet.json: panel "Time for a new volume to arrive, by class and stage (p50, p90)" B`: "the arrival prober",
