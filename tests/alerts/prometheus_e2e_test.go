@@ -208,7 +208,16 @@ func emptyByDesign(name, metrics string) bool {
 	case "target:diskprobe_fsync_cpu_wait:ratio_rate5m", "target:diskprobe_commit_cpu_wait:ratio_rate5m", "target:diskprobe_fdatasync_host_starved:bool", "target:diskprobe_fdatasync_host_starved:min5m":
 		return !strings.Contains(metrics, "diskprobe_probe_cpu_wait_seconds_total")
 	}
-	return strings.HasPrefix(name, "peers:") || strings.HasPrefix(name, "target_view:") || strings.HasPrefix(name, "target:diskprobe_vantage:")
+	return strings.HasPrefix(name, "peers:") || strings.HasPrefix(name, "target_view:") || strings.HasPrefix(name, "target:diskprobe_vantage:") ||
+		storageClassSeries(name)
+}
+
+// storageClassSeries tells the storage-class group's records: they need the chart's probes of a
+// StorageClass (series with storage_class) or its arrival prober, which this test does not run
+// (alerts/tests/diskprobe.storageclasses.test.yml fills them).
+func storageClassSeries(name string) bool {
+	return strings.HasPrefix(name, "storage_class:") || strings.HasPrefix(name, "storage_class_stage:") ||
+		strings.HasPrefix(name, "target:diskprobe_storageclass")
 }
 
 // dashboardQueriesEmptyByDesign names the dashboard queries that this test leaves empty (no
@@ -233,6 +242,13 @@ var dashboardQueriesEmptyByDesign = map[string]string{
 	`diskprobe-target.json: panel "Capped, busy or sick" B`:                        "a day of history",
 	`diskprobe-target.json: panel "Target" C`:                                      "a volume block",
 	`diskprobe-target.json: panel "Target" D`:                                      "a capped device",
+	// The storage classes' row: the chart's probes of a StorageClass and its arrival prober.
+	`diskprobe-fleet.json: variable storage_class`:                                                   "a StorageClass probe",
+	`diskprobe-fleet.json: panel "fdatasync p99 of class $storage_class by node" A`:                  "a StorageClass probe",
+	`diskprobe-fleet.json: panel "Time for a new volume to arrive, by class and stage (p50, p90)" A`: "the arrival prober",
+	`diskprobe-fleet.json: panel "Time for a new volume to arrive, by class and stage (p50, p90)" B`: "the arrival prober",
+	`diskprobe-fleet.json: panel "Volumes that failed to arrive, by class and stage" A`:              "the arrival prober",
+	`diskprobe-fleet.json: panel "Volumes that failed to arrive, by class and stage" B`:              "the arrival prober",
 	// An EBS volume's own statistics: none on a loop device.
 	`diskprobe-target.json: panel "EBS volume: time over its limits, and its queue" A`: "an EBS volume",
 	`diskprobe-target.json: panel "EBS volume: time over its limits, and its queue" B`: "an EBS volume",
