@@ -21,6 +21,7 @@ import (
 
 	"github.com/diskprobe/diskprobe_exporter/arrival"
 	"github.com/diskprobe/diskprobe_exporter/internal/kubeapi"
+	"github.com/diskprobe/diskprobe_exporter/probe"
 )
 
 // defaultArrivalListen is the arrival command's port: beside serve's 10052, so that both
@@ -210,5 +211,23 @@ func runArrivalWrite(dir string) int {
 		return 1
 	}
 	fmt.Println(arrival.WriteLine(dir, took))
+	return 0
+}
+
+// addVolumePrepareCommand is a storage class probe pod's init container, hidden:
+// `volume-prepare VOLUME` makes VOLUME/diskprobe a probe root the exporter accepts.
+func addVolumePrepareCommand(app *kingpin.Application) (string, *string) {
+	cmd := app.Command("volume-prepare", "A storage class's probe pod: make VOLUME/"+probe.VolumeRootName+
+		" (0755), or narrow it to what the exporter accepts as a probe root, and print what was done.").Hidden()
+	return cmd.FullCommand(), cmd.Arg("volume", "The volume's mount point.").Required().String()
+}
+
+func runVolumePrepare(volume string) int {
+	did, err := probe.PrepareVolumeRoot(volume, probe.VolumeRootName)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "volume-prepare: %v\n", err)
+		return 1
+	}
+	fmt.Println(did)
 	return 0
 }

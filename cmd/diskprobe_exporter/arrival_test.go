@@ -141,3 +141,24 @@ func TestArrivalUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// A class probe pod's init container: a volume root writable by all gets a probe root the
+// exporter accepts, and says so in one line; a missing volume exits 1 naming it.
+func TestVolumePrepare(t *testing.T) {
+	vol := t.TempDir()
+	if err := os.Chmod(vol, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runMain(t, "volume-prepare", vol)
+	root := filepath.Join(vol, "diskprobe")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, root) {
+		t.Errorf("volume-prepare %s: exit %d, stdout %q, stderr %q; want one line naming %s, exit 0", vol, code, out, errOut, root)
+	}
+	if st, err := os.Stat(root); err != nil || st.Mode().Perm()&0o022 != 0 {
+		t.Errorf("%s: %v, %v; want a directory only its owner writes", root, st, err)
+	}
+	missing := filepath.Join(vol, "missing")
+	if _, errOut, code := runMain(t, "volume-prepare", missing); code != 1 || !strings.Contains(errOut, missing) {
+		t.Errorf("volume-prepare on a missing volume: exit %d, stderr %q; want 1 naming it", code, errOut)
+	}
+}

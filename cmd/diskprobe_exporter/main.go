@@ -81,11 +81,13 @@ func main() {
 	cleanup := addCleanupCommand(app)
 	arrivalCmd := addArrivalCommand(app)
 	arrivalWrite, arrivalWriteDir := addArrivalWriteCommand(app)
+	volumePrepare, volumePrepareDir := addVolumePrepareCommand(app)
 	scopeAppFlags(app, map[string][]string{
 		check.name:      {"path.procfs", "path.sysfs"},
 		cleanup.name:    {"config.file"},
 		arrivalCmd.name: arrivalReads,
 		arrivalWrite:    {},
+		volumePrepare:   {},
 	})
 
 	cmd, err := app.Parse(os.Args[1:])
@@ -110,6 +112,8 @@ func main() {
 		os.Exit(arrivalCmd.run(httpOpts, toolkitFlags, logger))
 	case arrivalWrite:
 		os.Exit(runArrivalWrite(*arrivalWriteDir))
+	case volumePrepare:
+		os.Exit(runVolumePrepare(*volumePrepareDir))
 	case serve.FullCommand():
 	}
 

@@ -167,6 +167,9 @@ func TestStorageClassGetsAStatefulSetOfItsOwnPVCs(t *testing.T) {
 						t.Errorf("the Block PVC is also mounted at %s", m.MountPath)
 					}
 				}
+				if n := len(sts.Spec.Template.Spec.InitContainers); n != 0 {
+					t.Errorf("%d init containers for a Block volume: nothing to prepare", n)
+				}
 			} else {
 				mounted := false
 				for _, m := range ctr.VolumeMounts {
@@ -176,6 +179,20 @@ func TestStorageClassGetsAStatefulSetOfItsOwnPVCs(t *testing.T) {
 				}
 				if !mounted || len(ctr.VolumeDevices) != 0 {
 					t.Errorf("want the PVC mounted writable at %s from a directory of its own (subPath), got %+v", target.Path, ctr.VolumeMounts)
+				}
+				// The subPath directory is the init container's: it makes it a probe root
+				// the exporter accepts before the kubelet would make it with the volume
+				// root's mode (local-path: 0777).
+				inits := sts.Spec.Template.Spec.InitContainers
+				if len(inits) != 1 || len(inits[0].Args) != 2 || inits[0].Args[0] != "volume-prepare" ||
+					len(inits[0].VolumeMounts) != 1 || inits[0].VolumeMounts[0].Name != pvc.Name ||
+					inits[0].VolumeMounts[0].SubPath != "" || inits[0].Args[1] != inits[0].VolumeMounts[0].MountPath {
+					t.Errorf("init containers %+v; want one running volume-prepare on the PVC's root", inits)
+				}
+				for _, m := range ctr.VolumeMounts {
+					if m.Name == pvc.Name && m.SubPath != "diskprobe" {
+						t.Errorf("the exporter probes the volume's %q; volume-prepare makes \"diskprobe\"", m.SubPath)
+					}
 				}
 				if target.Limits.MinFree >= 1<<30 {
 					t.Errorf("min_free %d on a volume of %s: the write probes would never run", target.Limits.MinFree, c.size)
