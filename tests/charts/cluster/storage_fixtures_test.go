@@ -41,6 +41,9 @@ const (
 	classDiskSize = 192 << 20
 	// noProvisioner is a provisioner name nothing serves: its class's claims stay Pending.
 	noProvisioner = "diskprobe.test/does-not-exist"
+	// volumeDirMode is the mode the provisioner's setup script gives a volume's directory:
+	// upstream's (deploy/local-path-storage.yaml), so that the chart meets what its users get.
+	volumeDirMode = "0777"
 )
 
 var (
@@ -171,17 +174,17 @@ spec:
 	e.namespace(t, localPathNS, "privileged")
 	// The scripts the helper pods run with /bin/sh (mounted from this ConfigMap, which the
 	// provisioner names by --configmap-name); the image has busybox and its sh only.
-	apply(t, e, localPathNS, `apiVersion: v1
+	apply(t, e, localPathNS, fmt.Sprintf(`apiVersion: v1
 kind: ConfigMap
 metadata: {name: local-path-config}
 data:
   setup: |-
     set -eu
-    /bin/busybox mkdir -m 0777 -p "$VOL_DIR"
+    /bin/busybox mkdir -m %s -p "$VOL_DIR"
   teardown: |-
     set -eu
     /bin/busybox rm -rf "$VOL_DIR"
-`)
+`, volumeDirMode))
 	var scs strings.Builder
 	for _, class := range classes {
 		fmt.Fprintf(&scs, `---

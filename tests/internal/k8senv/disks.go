@@ -26,7 +26,16 @@ func (c *Cluster) TestDisk(t testing.TB, name string, size int64) string {
 	if err != nil {
 		t.Fatalf("test disk %s: %v", name, err)
 	}
+	var dev string
 	Cleanup(t, func() {
+		// Detached at once (a device still open, by a mount a failed test left, is retried
+		// briefly); detachLoops then finds any other device over the file.
+		for i := 0; dev != "" && i < 50; i++ {
+			if exec.Command("losetup", "-d", dev).Run() == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		if err := detachLoops(image); err != nil {
 			t.Errorf("test disk %s: %v", name, err)
 		}
@@ -43,7 +52,8 @@ func (c *Cluster) TestDisk(t testing.TB, name string, size int64) string {
 	if err != nil {
 		t.Fatalf("losetup %s: %v: %s", image, err, out)
 	}
-	return strings.TrimSpace(string(out))
+	dev = strings.TrimSpace(string(out))
+	return dev
 }
 
 // SharedExt4 is a TestDisk with an ext4 on it mounted at SharedDir/name, which every node
