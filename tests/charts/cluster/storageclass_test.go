@@ -229,6 +229,13 @@ func readyClassPods(t *testing.T, e *env, r *release, class string) map[string]c
 		}
 		byNode = map[string]corev1.Pod{}
 		for _, p := range list.Items {
+			// An exporter that refuses its volume says why at once: no use waiting.
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.RestartCount >= 2 && cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+					logs, _ := e.c.KubectlErr("-n", r.ns, "logs", p.Name, "--previous", "--tail=5")
+					t.Fatalf("%s's probe pod %s on %s crash-loops; its last log lines:\n%s", class, p.Name, p.Spec.NodeName, logs)
+				}
+			}
 			if podReady(p) && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
 				byNode[p.Spec.NodeName] = p
 			}
