@@ -220,11 +220,8 @@ reclaimPolicy: Delete
 	}
 	lp.done = make(chan struct{})
 	go func() { _ = lp.proc.Wait(); close(lp.done) }()
+	// Stopped by its pid, also on an interrupt (k8senv.Cleanup)...
 	k8senv.Cleanup(t, func() {
-		// Its volumes go first: their teardown pods need it running.
-		if left := lp.waitVolumesGone(2 * time.Minute); len(left) > 0 {
-			t.Errorf("PersistentVolumes of %v left 2m after their claims' deletion: %v", classes, left)
-		}
 		_ = lp.proc.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-lp.done:
@@ -234,6 +231,13 @@ reclaimPolicy: Delete
 		}
 		if t.Failed() {
 			t.Logf("local-path-provisioner's log (tail):\n%s", lastLines(readFile(lp.log), 40))
+		}
+	})
+	// ...but on the way out of a test, only once its volumes are gone: their teardown pods
+	// need it running (cleanups run last first).
+	t.Cleanup(func() {
+		if left := lp.waitVolumesGone(2 * time.Minute); len(left) > 0 {
+			t.Errorf("PersistentVolumes of %v left 2m after their claims' deletion: %v", classes, left)
 		}
 	})
 	t.Logf("storage classes %v: %d loop-backed filesystems in %v, provisioner started %v after the first",
