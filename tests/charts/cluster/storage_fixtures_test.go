@@ -135,9 +135,12 @@ func startLocalPath(t *testing.T, e *env, classes ...string) *localPath {
 	type classConfig struct {
 		NodePathMap []nodePaths `json:"nodePathMap"`
 	}
+	// A helper pod that fails is waited for until cmdTimeoutSeconds (default 120) before the
+	// provisioner tries again.
 	cfg := struct {
+		CmdTimeoutSeconds   int                    `json:"cmdTimeoutSeconds"`
 		StorageClassConfigs map[string]classConfig `json:"storageClassConfigs"`
-	}{StorageClassConfigs: map[string]classConfig{}}
+	}{CmdTimeoutSeconds: 30, StorageClassConfigs: map[string]classConfig{}}
 	for _, class := range classes {
 		lp.disks[class] = map[string]classDisk{}
 		var cc classConfig
@@ -173,7 +176,8 @@ spec:
 	}
 	e.namespace(t, localPathNS, "privileged")
 	// The scripts the helper pods run with /bin/sh (mounted from this ConfigMap, which the
-	// provisioner names by --configmap-name); the image has busybox and its sh only.
+	// provisioner names by --configmap-name); the image has busybox and its sh only. The
+	// teardown retries: a container that was writing in the volume may still be going away.
 	apply(t, e, localPathNS, fmt.Sprintf(`apiVersion: v1
 kind: ConfigMap
 metadata: {name: local-path-config}
@@ -182,8 +186,9 @@ data:
     set -eu
     /bin/busybox mkdir -m %s -p "$VOL_DIR"
   teardown: |-
-    set -eu
-    /bin/busybox rm -rf "$VOL_DIR"
+    set -u
+    for i in 1 2 3 4 5; do /bin/busybox rm -rf "$VOL_DIR" && exit 0; /bin/busybox sleep 1; done
+    exit 1
 `, volumeDirMode))
 	var scs strings.Builder
 	for _, class := range classes {
@@ -230,7 +235,8 @@ reclaimPolicy: Delete
 			<-lp.done
 		}
 		if t.Failed() {
-			t.Logf("local-path-provisioner's log (tail):\n%s", lastLines(readFile(lp.log), 40))
+			ev, _ := e.c.KubectlErr("-n", localPathNS, "get", "events", "--sort-by=.lastTimestamp")
+			t.Logf("local-path-provisioner's log (tail):\n%s\nits helper pods' events:\n%s", lastLines(readFile(lp.log), 40), lastLines(ev, 30))
 		}
 	})
 	// ...but on the way out of a test, only once its volumes are gone: their teardown pods
@@ -477,7 +483,8 @@ func TestStorageClassFixturesProvisionThrottleAndMapBlock(t *testing.T) {
 	e.namespace(t, ns, "privileged")
 	node := e.c.Nodes[1]
 
-	// Two writers on one node, one per class: each counts its synced 4 KiB writes.
+	// Two writers on one node, one per class: each counts its synced 4 KiB writes (the count
+	// renamed into place, so that it is never read half written).
 	var docs strings.Builder
 	for _, class := range []string{"dp-fast", "dp-slow"} {
 		fmt.Fprintf(&docs, `---
@@ -500,7 +507,7 @@ spec:
     - name: w
       image: %[3]s
       imagePullPolicy: Never
-      command: [/bin/sh, -c, 'i=0; while :; do /bin/busybox dd if=/dev/zero of=/data/f bs=4096 count=1 conv=fsync 2>/dev/null; i=$((i+1)); echo $i > /data/count; done']
+      command: [/bin/sh, -c, 'i=0; while :; do /bin/busybox dd if=/dev/zero of=/data/f bs=4096 count=1 conv=fsync 2>/dev/null; i=$((i+1)); echo $i > /data/count.new; /bin/busybox mv /data/count.new /data/count; done']
       volumeMounts: [{name: d, mountPath: /data}]
   volumes: [{name: d, persistentVolumeClaim: {claimName: %[1]s}}]
 `, class, node.Name, busyboxImage)
