@@ -44,7 +44,7 @@ run: build
 # not skip, when one is missing.
 test-deps:
 	@scripts/ensure-deps.sh
-	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator kube-router debian-root >/dev/null; fi
+	@if [ "$$(id -u)" -eq 0 ]; then scripts/tools.sh prometheus k8s prometheus-operator kube-router local-path-provisioner debian-root >/dev/null; fi
 TOOLS_REQUIRED := $(shell [ "$$(id -u)" -eq 0 ] && echo 1)
 
 # Two modules: the daemon's at the top (its packages and their unit tests) and tests/ (the
@@ -70,7 +70,7 @@ test-k8s:
 	@if [ "$$(id -u)" -ne 0 ]; then \
 	  echo "make test-k8s: must run as root (it runs a kubelet, containerd, loop devices and mounts)" >&2; exit 1; fi
 	@scripts/ensure-deps.sh
-	@scripts/tools.sh k8s prometheus-operator prometheus kube-router >/dev/null
+	@scripts/tools.sh k8s prometheus-operator prometheus kube-router local-path-provisioner >/dev/null
 	cd tests && DISKPROBE_TOOLS_REQUIRED=1 $(GO) test -p 1 -count=1 -timeout 30m -v $(K8S_PKGS)
 
 # The daemon's packages (scripts/daemon-packages.sh: every package of this module the binary
@@ -270,7 +270,7 @@ mixin:
 
 # The pinned programs the cluster and Prometheus 3 tests run — Kubernetes (apiserver,
 # controller-manager, scheduler, kubelet, kubectl), prometheus-operator and its CRDs, Prometheus 3
-# and promtool — built from the Go module proxy into a per-machine cache outside the clone
+# and promtool, kube-router, local-path-provisioner — built from the Go module proxy into a per-machine cache outside the clone
 # (scripts/tools.sh says where and how). The first run compiles for about 45 minutes on a shared
 # 2-core machine (44 CPU-minutes, niced); later runs, from any clone, print the bin directories
 # at once.

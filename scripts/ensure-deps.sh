@@ -41,6 +41,8 @@ declare -A need=(
   [unshare]=util-linux
   # kube-router's network policy controller (NetworkPolicies in the cluster tests).
   [ipset]=ipset
+  # The storage-class tests' helper image (the provisioner's mkdir and rm): a static busybox.
+  [/bin/busybox]=busybox-static
   # tests/release: the arm64 release binary run under qemu-user.
   [qemu-aarch64-static]=qemu-user-static
 )

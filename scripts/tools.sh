@@ -7,7 +7,7 @@
 #   scripts/tools.sh TOOL...        build what is missing, print each TOOL's bin directory
 #   scripts/tools.sh --cached TOOL  print the bin directory only if it is built (exit 3 if not)
 #
-# TOOL is k8s, prometheus-operator, prometheus, kube-router or all; prometheus-operator-crds
+# TOOL is k8s, prometheus-operator, prometheus, kube-router, local-path-provisioner or all; prometheus-operator-crds
 # prints the directory holding the operator's CRDs. thanos and victoriametrics (victoria-metrics
 # single-node and vmalert; neither in all) are what tests/bench's sharding replay runs the
 # rules on beyond one Prometheus. debian-root (not in all) prints the root
@@ -31,6 +31,9 @@ PROMETHEUS_VERSION=v0.316.0 # Prometheus 3.x: the Go module's v0.3MM.P is releas
 # kube-router's network policy controller enforces NetworkPolicies in the cluster tests. The
 # proxy serves v2.1.0 and refuses the later v2 releases.
 KUBE_ROUTER_VERSION=v2.1.0
+# rancher/local-path-provisioner: the dynamic provisioner of the storage-class tests, run on
+# the host as an out-of-cluster controller.
+LOCAL_PATH_PROVISIONER_VERSION=v0.0.30
 # The newest releases whose go.mod this machine's Go (1.26.8, GOTOOLCHAIN=local) accepts:
 # Thanos v0.42.5 asks for go >= 1.26.10, VictoriaMetrics v1.152.0 and later for go >= 1.27.1.
 THANOS_VERSION=v0.42.4
@@ -268,6 +271,14 @@ build_kube_router() {
   echo "module: $mod $ver" >"$stage/BUILDINFO"
 }
 
+build_local_path_provisioner() {
+  local stage=$1 ver=$LOCAL_PATH_PROVISIONER_VERSION mod=github.com/rancher/local-path-provisioner
+  # Its main package is the module's root; VERSION is what --version prints.
+  wrapper "$mod" "$ver" "$ver" "$mod"
+  build_into "$stage/bin" "$wrapper_dir" "-s -w -X main.VERSION=$ver" "" "$mod"
+  echo "module: $mod $ver" >"$stage/BUILDINFO"
+}
+
 build_thanos() {
   local stage=$1 ver=$THANOS_VERSION mod=github.com/thanos-io/thanos
   wrapper_copy_replaces=1 wrapper "$mod" "$ver" "$ver" "$mod/cmd/thanos"
@@ -349,8 +360,8 @@ cached_only=0
 tools=()
 for tool in "$@"; do
   case $tool in
-  all) tools+=(k8s prometheus-operator prometheus kube-router) ;;
-  k8s | kubernetes | prometheus-operator | prometheus-operator-crds | prometheus | kube-router | debian-root | thanos | victoriametrics) tools+=("$tool") ;;
+  all) tools+=(k8s prometheus-operator prometheus kube-router local-path-provisioner) ;;
+  k8s | kubernetes | prometheus-operator | prometheus-operator-crds | prometheus | kube-router | local-path-provisioner | debian-root | thanos | victoriametrics) tools+=("$tool") ;;
   *) usage ;;
   esac
 done
@@ -362,6 +373,7 @@ for tool in "${tools[@]}"; do
   prometheus-operator-crds) ensure prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" build_prometheus_operator; echo "$dir/crds" ;;
   prometheus) ensure prometheus "$PROMETHEUS_VERSION" build_prometheus; echo "$dir/bin" ;;
   kube-router) ensure kube-router "$KUBE_ROUTER_VERSION" build_kube_router; echo "$dir/bin" ;;
+  local-path-provisioner) ensure local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" build_local_path_provisioner; echo "$dir/bin" ;;
   debian-root) ensure_debian_root; echo "$dir/root" ;;
   thanos) ensure thanos "$THANOS_VERSION" build_thanos; echo "$dir/bin" ;;
   victoriametrics) ensure victoriametrics "$VICTORIAMETRICS_VERSION" build_victoriametrics; echo "$dir/bin" ;;

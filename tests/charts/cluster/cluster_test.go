@@ -6,8 +6,10 @@
 // cleanup of every node after uninstall; beside it a PodMonitor over TLS), a Prometheus
 // without the operator scraping a default-deny namespace through the chart's NetworkPolicy,
 // Pod Security baseline and the documented fix, the check of every control-plane node in one
-// command, an etcd disk of its own, a raw block device, a hung target, and an upgrade reusing
-// the node's probe files.
+// command, an etcd disk of its own, a raw block device, a hung target, an upgrade reusing
+// the node's probe files, and storage classes (local-path-provisioner on loop-backed
+// directories, local block volumes, a class nothing provisions) probed per node and timed
+// by the arrival prober.
 //
 // Root only, skipped under -short; one cluster for the whole package. There is no kube-proxy:
 // pods are reached at their pod IP from the host.

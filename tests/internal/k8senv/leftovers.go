@@ -56,6 +56,10 @@ func Leftovers() []string {
 			left = append(left, m...)
 		}
 	}
+	// Tests' disks (TestDisk).
+	if m, _ := filepath.Glob("/dev/shm/diskprobe-k8s-test-*"); len(m) > 0 {
+		left = append(left, m...)
+	}
 	left = append(left, mountsUnder(StateDir, RunDir)...)
 	for _, d := range hostBefore.absent {
 		if _, err := os.Lstat(d); err == nil {
