@@ -203,14 +203,13 @@ func TestStorageClassGetsAStatefulSetOfItsOwnPVCs(t *testing.T) {
 }
 
 // TestStorageClassPodsAreScrapedWithTheClassLabels: the class pods' monitor gives job
-// diskprobe-storageclass, instance the node, and storage_class, etcd_grade and peer_group from
-// the pods' labels; with podMonitor the same by a PodMonitor.
+// diskprobe-storageclass, instance the node, and storage_class and etcd_grade from the pods'
+// labels (no peer_group: the peer rules leave class targets out); with podMonitor the same by a PodMonitor.
 func TestStorageClassPodsAreScrapedWithTheClassLabels(t *testing.T) {
 	want := map[string]string{ // target label: source label, or "=value" for a constant
 		"job":           "=diskprobe-storageclass",
 		"instance":      "__meta_kubernetes_pod_node_name",
 		"storage_class": "__meta_kubernetes_pod_label_diskprobe_io_storage_class",
-		"peer_group":    "__meta_kubernetes_pod_label_diskprobe_io_storage_class",
 		"etcd_grade":    "__meta_kubernetes_pod_label_diskprobe_io_etcd_grade",
 	}
 	for _, pm := range []bool{false, true} {
@@ -238,6 +237,11 @@ func TestStorageClassPodsAreScrapedWithTheClassLabels(t *testing.T) {
 		for _, class := range []string{"fast-local", "ceph.block"} {
 			if !labelsMatch(selector, statefulSetOf(t, r, class).Spec.Template.Labels) {
 				t.Errorf("podMonitor %v: the monitor's pods %v leave out class %s", pm, selector, class)
+			}
+		}
+		for _, rc := range relabelings {
+			if rc.TargetLabel == "peer_group" {
+				t.Errorf("podMonitor %v: the class pods get a peer_group: a class would join the peer rules' groups", pm)
 			}
 		}
 		for target, source := range want {
@@ -454,7 +458,7 @@ func TestStorageClassEntryMistakesFailNamingTheField(t *testing.T) {
 		{"storageClasses: [{name: Fast_Local}]", "name"},
 		{"storageClasses: [{name: fast, volumeMode: block}]", "volumeMode"},
 		{"storageClasses: [{name: fast, spread: host}]", "spread"},
-		{"storageClasses: [{name: fast, replicas: 0}]", "replicas"},
+		{"storageClasses: [{name: fast, replicas: -1}]", "replicas"},
 		{"storageClasses: [{name: fast, accessMode: RWO}]", "accessMode"},
 		{"storageClasses: [{name: fast, etcdGrade: \"yes\"}]", "etcdGrade"},
 		{"storageClasses: [{name: fast, replica: 2}]", "replica"},
@@ -475,5 +479,51 @@ func TestStorageClassEntryMistakesFailNamingTheField(t *testing.T) {
 				t.Errorf("%s fails without naming %s:\n%s", c.values, c.field, stderr)
 			}
 		})
+	}
+}
+
+// TestStorageClassPodsTolerateWhatTheDaemonSetTolerates: a class is probed on the nodes the
+// exporter runs on, a cluster of tainted control-plane nodes included; the arrival prober too.
+func TestStorageClassPodsTolerateWhatTheDaemonSetTolerates(t *testing.T) {
+	r := render(t, "probe", []string{storageClassValues}, []string{
+		"tolerations[0].key=node-role.kubernetes.io/control-plane", "tolerations[0].operator=Exists", "tolerations[0].effect=NoSchedule"})
+	want := r.daemonSet.Spec.Template.Spec.Tolerations
+	if len(want) != 1 {
+		t.Fatalf("the DaemonSet's tolerations %+v: the test set one", want)
+	}
+	specs := map[string]corev1.PodSpec{}
+	for _, s := range r.statefulSets {
+		specs[s.Name] = s.Spec.Template.Spec
+	}
+	for _, d := range r.deployments {
+		specs[d.Name] = d.Spec.Template.Spec
+	}
+	if len(specs) < 2 {
+		t.Fatalf("%d class StatefulSets and arrival Deployments rendered", len(specs))
+	}
+	for name, spec := range specs {
+		if len(spec.Tolerations) != 1 || spec.Tolerations[0] != want[0] {
+			t.Errorf("%s tolerates %+v; want the DaemonSet's %+v", name, spec.Tolerations, want)
+		}
+	}
+}
+
+// TestStorageClassOfNoReplicasIsOnlyTimed: replicas 0 renders no StatefulSet, no ConfigMap
+// and no PVC for the class, and the arrival prober still visits it.
+func TestStorageClassOfNoReplicasIsOnlyTimed(t *testing.T) {
+	dir := t.TempDir()
+	values := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(values, []byte("storageClasses:\n  - {name: probed}\n  - {name: timed-only, replicas: 0}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := render(t, "probe", []string{values}, nil)
+	if len(r.statefulSets) != 1 || r.statefulSets[0].Name != "probe-diskprobe-exporter-sc-probed" {
+		t.Errorf("StatefulSets %d; want the probed class's alone", len(r.statefulSets))
+	}
+	if _, ok := r.configMaps["probe-diskprobe-exporter-sc-timed-only"]; ok {
+		t.Error("a ConfigMap for a class of 0 replicas")
+	}
+	if len(r.deployments) != 1 || !strings.Contains(strings.Join(r.deployments[0].Spec.Template.Spec.Containers[0].Args, " "), "--storage-class=timed-only") {
+		t.Errorf("the arrival prober does not visit the class of 0 replicas: %+v", r.deployments)
 	}
 }

@@ -275,7 +275,7 @@ func exporterAmong(pids []string) bool {
 // storageClassPrometheus runs Prometheus 3 on the host with the shipped rules and the
 // contract's two jobs over the release's namespace (kubernetes_sd, pods, the admin's
 // certificate): the class pods as job diskprobe-storageclass, instance their node, with
-// storage_class, etcd_grade and peer_group from their labels; the arrival prober as job
+// storage_class and etcd_grade from their labels; the arrival prober as job
 // diskprobe-arrival, instance its pod. Scrapes and rules every second.
 func storageClassPrometheus(t *testing.T, e *env, ns string) *promProc {
 	t.Helper()
@@ -295,7 +295,6 @@ func storageClassPrometheus(t *testing.T, e *env, ns string) *promProc {
 		map[string]any{"source_labels": []string{"__meta_kubernetes_pod_node_name"}, "target_label": "instance"},
 		map[string]any{"source_labels": []string{"__meta_kubernetes_pod_label_diskprobe_io_storage_class"}, "target_label": "storage_class"},
 		map[string]any{"source_labels": []string{"__meta_kubernetes_pod_label_diskprobe_io_etcd_grade"}, "target_label": "etcd_grade"},
-		map[string]any{"source_labels": []string{"__meta_kubernetes_pod_label_diskprobe_io_storage_class"}, "target_label": "peer_group"},
 	)
 	arrivalRelabel := append(keep("arrival"),
 		map[string]any{"source_labels": []string{"__meta_kubernetes_pod_name"}, "target_label": "instance"},
