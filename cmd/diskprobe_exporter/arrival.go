@@ -130,22 +130,11 @@ func (c *arrivalCommand) run(httpOpts httpOptions, toolkitFlags *web.FlagConfig,
 		logger.Error("not starting", "err", fmt.Errorf("no --namespace and no %s/namespace", *c.accountDir))
 		return 1
 	}
-	if file := *toolkitFlags.WebConfigFile; file != "" {
-		if err := web.Validate(file); err != nil {
-			logger.Error("invalid web configuration; not starting", "err", fmt.Errorf("--web.config.file=%s: %w", file, err))
-			return 1
-		}
-	}
-	listeners, err := listen(toolkitFlags, logger)
-	if err != nil {
-		logger.Error("not starting", "err", err)
+	listeners, ok := openListeners(toolkitFlags, logger)
+	if !ok {
 		return 1
 	}
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
-	}()
+	defer closeListeners(listeners)
 
 	cfg := arrival.Config{
 		Classes:    *c.classes,

@@ -14,6 +14,30 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 )
 
+// openListeners checks --web.config.file and opens the listen addresses, logging why not
+// (then false): what a command does first, so that a typo there stops it before its work
+// starts behind a server that never came up.
+func openListeners(flags *web.FlagConfig, logger *slog.Logger) ([]net.Listener, bool) {
+	if file := *flags.WebConfigFile; file != "" {
+		if err := web.Validate(file); err != nil {
+			logger.Error("invalid web configuration; not starting", "err", fmt.Errorf("--web.config.file=%s: %w", file, err))
+			return nil, false
+		}
+	}
+	listeners, err := listen(flags, logger)
+	if err != nil {
+		logger.Error("not starting", "err", err)
+		return nil, false
+	}
+	return listeners, true
+}
+
+func closeListeners(listeners []net.Listener) {
+	for _, l := range listeners {
+		_ = l.Close()
+	}
+}
+
 // listen opens what exporter-toolkit's web.ListenAndServe would listen on (systemd's
 // sockets with --web.systemd-socket, else each --web.listen-address, vsock:// ones
 // included), so that the server can be handed them held to the connection limit

@@ -207,22 +207,11 @@ func run(configFile string, paths device.Paths, httpOpts httpOptions, toolkitFla
 
 	// The web configuration and the listen addresses before any probe starts: a typo there
 	// must not leave probes running behind a server that never came up.
-	if file := *toolkitFlags.WebConfigFile; file != "" {
-		if err := web.Validate(file); err != nil {
-			logger.Error("invalid web configuration; not starting", "err", fmt.Errorf("--web.config.file=%s: %w", file, err))
-			return 1
-		}
-	}
-	listeners, err := listen(toolkitFlags, logger)
-	if err != nil {
-		logger.Error("not starting", "err", err)
+	listeners, ok := openListeners(toolkitFlags, logger)
+	if !ok {
 		return 1
 	}
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
-	}()
+	defer closeListeners(listeners)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
