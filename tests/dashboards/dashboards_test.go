@@ -116,7 +116,8 @@ func TestDashboardsAreTheTwoTheREADMEPromises(t *testing.T) {
 }
 
 // TestDashboardsAskForDatasourceJobInstanceTarget: importable anywhere, with the data source
-// chosen by the user and the fleet narrowed by job, instance and target.
+// chosen by the user and the fleet narrowed by cluster (a Prometheus or Thanos over many
+// clusters; "All", the regex .*, where series have no cluster label), job, instance and target.
 func TestDashboardsAskForDatasourceJobInstanceTarget(t *testing.T) {
 	for f, d := range load(t) {
 		vars := map[string]variable{}
@@ -127,7 +128,7 @@ func TestDashboardsAskForDatasourceJobInstanceTarget(t *testing.T) {
 		if !ok || ds.Type != "datasource" || strings.Trim(string(ds.Query), `"`) != "prometheus" {
 			t.Errorf("%s: needs a variable datasource of type datasource querying prometheus", f)
 		}
-		for _, name := range []string{"job", "instance", "target"} {
+		for _, name := range []string{"cluster", "job", "instance", "target"} {
 			v, ok := vars[name]
 			if !ok || v.Type != "query" {
 				t.Errorf("%s: needs a query variable %s", f, name)
@@ -189,6 +190,10 @@ func TestPanelsAreDescribedUnitedAndUseRateInterval(t *testing.T) {
 				}
 				if eqVarRe.MatchString(tg.Expr) {
 					t.Errorf("%s: panel %q query %s matches a variable with = instead of =~: %s", f, p.Title, tg.RefID, tg.Expr)
+				}
+				// Each selector narrowed by job is narrowed by cluster with it.
+				if n, c := strings.Count(tg.Expr, `job=~"$job"`), strings.Count(tg.Expr, `cluster=~"$cluster", job=~"$job"`); n != c {
+					t.Errorf("%s: panel %q query %s: %d of %d job selectors ignore $cluster: %s", f, p.Title, tg.RefID, n-c, n, tg.Expr)
 				}
 				for _, v := range []string{"$job", "$instance"} {
 					if !strings.Contains(tg.Expr, v) {
