@@ -527,3 +527,28 @@ func TestStorageClassOfNoReplicasIsOnlyTimed(t *testing.T) {
 		t.Errorf("the arrival prober does not visit the class of 0 replicas: %+v", r.deployments)
 	}
 }
+
+// TestNotesSayWhatEachStorageClassGot: NOTES.txt names each class's StatefulSet, or that a
+// class of 0 replicas is only timed, the classes the arrival prober visits, and where to look
+// for a class that cannot provision.
+func TestNotesSayWhatEachStorageClassGot(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte("storageClasses:\n"+
+		"  - {name: local-path, etcdGrade: true}\n"+
+		"  - {name: ceph.block, volumeMode: Block, spread: zone, replicas: 2, arrival: false}\n"+
+		"  - {name: slow-nfs, replicas: 0}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notes := notesRenderer(t)(true, []string{values})
+	for _, want := range []string{
+		"- local-path: StatefulSet probe-diskprobe-exporter-sc-local-path, 3 pods (at most one per node), each probing its own Filesystem PVC of 1Gi (ReadWriteOnce); etcd-grade",
+		"- ceph.block: StatefulSet probe-diskprobe-exporter-sc-ceph-block, 2 pods (spread over zones), each probing its own Block PVC of 1Gi (ReadWriteOnce, read probes only)",
+		"- slow-nfs: replicas 0, not probed continuously; its volumes' arrival is timed",
+		"PVC of local-path, slow-nfs made, mounted, written once and deleted",
+		"get pvc -l app.kubernetes.io/component=storageclass",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
+	}
+}
