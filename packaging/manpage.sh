@@ -69,7 +69,7 @@ The alert and recording rules, for Prometheus's \fBrule_files\fR.
 The Grafana dashboards (fleet overview, target detail), to import or provision.
 .TP
 \fB/usr/share/doc/diskprobe-exporter/\fR
-README.md and the guides: runbook.md (what to do when an alert fires), troubleshooting.md (symptom, cause and fix), configuration.md, metrics.md, volumes.md (what cloud volumes are sold as, with sources), alerts.md, check.md, install.md, kubernetes.md, design.md, reliability.md, security.md (what is exposed, what is refused, how to harden), development.md, measurements.md (the one-off measurements behind design choices).
+README.md and the guides: runbook.md (what to do when an alert fires), troubleshooting.md (symptom, cause and fix), configuration.md, metrics.md, volumes.md (what cloud volumes are sold as, with sources), alerts.md, check.md, install.md, kubernetes.md, storage-classes.md (probing Kubernetes StorageClasses and how long their volumes take to arrive), design.md, reliability.md, security.md (what is exposed, what is refused, how to harden), development.md, measurements.md (the one-off measurements behind design choices).
 .TP
 \fB/var/lib/diskprobe_exporter/\fR
 The service's state directory, which the default configuration probes.
